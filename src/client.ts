@@ -33,6 +33,7 @@ export {
   ConfirmationLinkUsed,
   ReviewerAddressReplaced
 } from "./api/ApprovalLinks.ts"
+export { NotAssigned } from "./api/Assignment.ts"
 export { LinkExpired, LinkInvalid, LinkUsed } from "./api/Console.ts"
 export { InvalidUrl, NotReplayable, QueueFull } from "./api/Deliveries.ts"
 export {
@@ -45,7 +46,7 @@ export {
 export { IdempotencyAnswerUnavailable, IdempotencyKeyInUse, IdempotencyKeyReused } from "./api/Idempotency.ts"
 export { UpstreamFailed } from "./api/Mcp.ts"
 export { DeliveryFailed, InvalidWebhookEvents } from "./api/Notifications.ts"
-export { GroupInUse, NotAssigned } from "./api/Reviewers.ts"
+export { GroupInUse } from "./api/Reviewers.ts"
 export { type ScopeName, Scopes } from "./api/Security.ts"
 export { DestinationExists, ExportFailed } from "./api/Telemetry.ts"
 export { AlreadyVoted, PersonRequired } from "./api/Votes.ts"

@@ -7,18 +7,16 @@
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import {
-  GovernedStep,
+  type GovernedStep,
   type Session,
   type SessionDetail,
   type Step,
   type StepAnswer,
-  StepDecision,
   STEPS_PAGE_DEFAULT,
   type ToolOutcome
 } from "../api/Agents.ts"
-import { InvalidRequest, InvalidTransition, NotFound, type ValidationBusy } from "../api/Errors.ts"
+import { type InvalidRequest, type InvalidTransition, NotFound, type ValidationBusy } from "../api/Errors.ts"
 import { Approvals } from "../approvals/Approvals.ts"
-import { EditColumns, editStepMembers } from "../approvals/Edits.ts"
 import { approvalsTopic } from "../approvals/OrgStream.ts"
 import { deadlineOffsets } from "../approvals/Requested.ts"
 import { POLL_CAP_MS } from "../approvals/Scheduler.ts"
@@ -29,10 +27,20 @@ import { SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, encodeCursor, page, type PageRequest, seqBound } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
-import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
+import { rowsOf, Timestamp } from "../platform/Rows.ts"
 import { hubFrames, hubSignal, SessionHub, storedEvents, STREAM_BATCH } from "../streams/SessionEvents.ts"
 import { sessionInsert } from "./SessionInsert.ts"
 import { appendSessionEvent } from "./StepRecords.ts"
+import {
+  digestRefused,
+  replay,
+  reportedAgain,
+  STEP_COLUMNS,
+  StepPageRows,
+  StepRows,
+  toAnswer,
+  toStep
+} from "./Steps.ts"
 import { stepStatement } from "./StepStatement.ts"
 
 const SessionRows = rowsOf(
@@ -44,38 +52,10 @@ const SessionRows = rowsOf(
   })
 )
 
-const StepColumns = Schema.Struct({
-  step_id: Schema.String,
-  tool: Schema.String,
-  action_class: Schema.String,
-  arguments: JsonColumn(GovernedStep.fields.arguments),
-  decision: StepDecision,
-  approval_id: Schema.NullOr(Schema.String),
-  rule: Schema.NullOr(Schema.String),
-  reason: Schema.NullOr(Schema.String),
-  resolution: StepDecision,
-  outcome: Schema.NullOr(Schema.Literals(["succeeded", "failed"])),
-  outcome_body: Schema.NullOr(JsonColumn(Schema.Struct({
-    result: Schema.optionalKey(Schema.Json),
-    error: Schema.optionalKey(Schema.String),
-    arguments_digest: Schema.optionalKey(Schema.String)
-  }))),
-  outcome_at: TimestampOrNull,
-  approved_arguments: EditColumns.fields.approved_arguments,
-  arguments_digest: EditColumns.fields.arguments_digest,
-  response: EditColumns.fields.response,
-  created_at: Timestamp
-})
-type StepRow = typeof StepColumns.Type
-const StepRows = rowsOf("agent_steps", StepColumns)
-const StepPageRows = rowsOf("agent_steps", Schema.Struct({ ...StepColumns.fields, seq: Schema.String }))
 const EventRows = storedEvents("session_events")
 
 /** Runs of a step's statement that may find the cached policy out of date (a policy changed meanwhile each time). */
 const MAX_POLICY_RELOADS = 5
-
-const STEP_COLUMNS =
-  "step_id, tool, action_class, arguments, decision, approval_id, rule, reason, resolution, outcome, outcome_body, outcome_at, approved_arguments, arguments_digest, response, created_at"
 
 const toSession = (
   row: { readonly id: string; readonly task_id: string | null; readonly created_at: string }
@@ -84,93 +64,6 @@ const toSession = (
   task_id: row.task_id,
   created_at: row.created_at
 })
-
-const toAnswer = (row: Pick<StepRow, "decision" | "approval_id" | "rule" | "reason">): StepAnswer => ({
-  decision: row.decision,
-  ...(row.approval_id === null ? {} : { approval_id: row.approval_id }),
-  ...(row.rule === null ? {} : { rule: row.rule }),
-  ...(row.reason === null ? {} : { reason: row.reason })
-})
-
-const toStep = (row: StepRow): Step => ({
-  step_id: row.step_id,
-  tool: row.tool,
-  action_class: row.action_class,
-  arguments: row.arguments,
-  decision: row.decision,
-  ...(row.approval_id === null ? {} : { approval_id: row.approval_id }),
-  resolution: row.resolution,
-  ...(row.rule === null ? {} : { rule: row.rule }),
-  ...(row.reason === null ? {} : { reason: row.reason }),
-  ...editStepMembers(row),
-  ...(row.outcome === null ? {} : {
-    outcome: {
-      status: row.outcome,
-      ...(row.outcome_body?.result === undefined ? {} : { result: row.outcome_body.result }),
-      ...(row.outcome_body?.error === undefined ? {} : { error: row.outcome_body.error }),
-      ...(row.outcome_body?.arguments_digest === undefined
-        ? {}
-        : { arguments_digest: row.outcome_body.arguments_digest }),
-      reported_at: row.outcome_at ?? row.created_at
-    }
-  }),
-  created_at: row.created_at
-})
-
-const sameJson = (a: unknown, b: unknown): boolean => {
-  if (a === b) return true
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
-  if (Array.isArray(a) !== Array.isArray(b)) return false
-  if (Array.isArray(a)) {
-    const bb = b as Array<unknown>
-    return a.length === bb.length && a.every((value, i) => sameJson(value, bb[i]))
-  }
-  const ka = Object.keys(a).sort()
-  const kb = Object.keys(b).sort()
-  return ka.length === kb.length &&
-    ka.every((key, i) =>
-      key === kb[i] && sameJson((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])
-    )
-}
-
-/** The original answer to a re-sent step, or 400 when it is not the same step. */
-const replay = (
-  existing: Pick<StepRow, "tool" | "action_class" | "arguments" | "decision" | "approval_id" | "rule" | "reason">,
-  step: GovernedStep
-) =>
-  existing.tool === step.tool && existing.action_class === step.action_class &&
-    sameJson(existing.arguments, step.arguments)
-    ? Effect.succeed(toAnswer(existing))
-    : Effect.fail(
-      new InvalidRequest({
-        field: "step_id",
-        detail: "This step_id was already sent in this session with another tool, action class or arguments."
-      })
-    )
-
-/** An outcome reported again: the step as it is when it is the same outcome, else the transition refused. */
-const reportedAgain = (existing: StepRow, status: ToolOutcome["status"]) =>
-  existing.outcome !== null && existing.outcome === status
-    ? Effect.succeed(toStep(existing))
-    : Effect.fail(
-      new InvalidTransition({
-        status_now: existing.outcome ?? existing.resolution,
-        detail: existing.outcome !== null
-          ? `The step's outcome was already reported as ${existing.outcome}.`
-          : `The step's resolution is ${existing.resolution}; only an allowed step has a tool outcome.`
-      })
-    )
-
-/** An outcome whose `arguments_digest` is not the step's (`Edits.ts`): it is bound to the arguments that were approved. */
-const digestRefused = (existing: StepRow) =>
-  Effect.fail(
-    new InvalidRequest({
-      field: "arguments_digest",
-      detail: existing.arguments_digest === null
-        ? "The step was not approved with edited arguments: its tool runs with the step's own, and its outcome carries no arguments_digest."
-        : "A person approved the step with edited arguments: report the outcome of the tool run with its approved_arguments, with their arguments_digest."
-    })
-  )
 
 export class AgentSessions extends Context.Service<AgentSessions, {
   readonly create: (orgId: string, input: { readonly task_id?: string }) => Effect.Effect<Session, NotFound>

@@ -13,11 +13,11 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ArgumentsShapeMismatch, ArgumentsTooComplex, decisionOf } from "./ApprovalEdits.ts"
 import { ApprovalContext, DecisionReason } from "./Approvals.ts"
+import { NotAssigned } from "./Assignment.ts"
 import { Text, Timestamp } from "./Common.ts"
 import { documented } from "./Documentation.ts"
 import { CrossSiteRequest, InvalidTransition, problemType, ValidationBusy } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
-import { NotAssigned } from "./Reviewers.ts"
 import { AlreadyVoted, PersonRequired } from "./Votes.ts"
 
 export const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({

@@ -6,6 +6,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ArgumentsSchema } from "./ApprovalEdits.ts"
+import { AssignmentFields, escalationChainFits, escalationCount } from "./Assignment.ts"
 import { JsonValue, Text, Timestamp, Uuid } from "./Common.ts"
 import { documented } from "./Documentation.ts"
 import {
@@ -18,7 +19,6 @@ import {
   ValidationBusy
 } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
-import { AssignmentFields, escalationChainFits, escalationCount } from "./Reviewers.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { Quorum } from "./Votes.ts"
 

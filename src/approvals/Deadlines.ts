@@ -3,8 +3,8 @@
  * fall, which one is due next, and what firing it changes. All instants are
  * epoch milliseconds.
  */
+import { escalationCount } from "../api/Assignment.ts"
 import type { PolicyMode, TimeoutAction } from "../api/Policies.ts"
-import { escalationCount } from "../api/Reviewers.ts"
 
 export interface PolicyRule {
   readonly mode: PolicyMode

@@ -8,7 +8,7 @@
 import { Effect, Option, Schema } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import type { ApprovalEventType } from "../api/Approvals.ts"
-import { escalationCount } from "../api/Reviewers.ts"
+import { escalationCount } from "../api/Assignment.ts"
 import { writeApprovalEvent } from "../outbox/Outbox.ts"
 import { InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { databaseNow } from "../platform/Time.ts"

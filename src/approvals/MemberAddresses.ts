@@ -21,8 +21,9 @@
  */
 import { Effect, Option, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
+import { deciderOf } from "../api/Deciders.ts"
 import type { RateLimited } from "../api/Errors.ts"
-import { deciderOf, type GroupMemberInput } from "../api/Reviewers.ts"
+import type { GroupMemberInput } from "../api/Reviewers.ts"
 import type { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import type { SvcConfigShape } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"

@@ -25,8 +25,8 @@ import { SecretBox } from "../platform/Crypto.ts"
 import { type CursorMac, type CursorScope, keysetPage, type PageRequest } from "../platform/Cursor.ts"
 import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { hubFrames, SessionHub, STREAM_BATCH } from "../streams/SessionEvents.ts"
+import { reviews } from "./Deciders.ts"
 import { ApprovalColumns, snapshotOf } from "./Events.ts"
-import { reviews } from "./Reviewers.ts"
 import { votesColumns } from "./Votes.ts"
 
 /** The `SessionHub` key that the organization's approval streams watch. */

@@ -1,99 +1,25 @@
 /**
- * Named reviewers (docs/approvals.md, "Reviewer groups"): an organization's
- * reviewer groups, the delegations of a member's reviewing to another person
- * for a time window, and who may decide an approval assigned to a group.
- *
- * Members and delegates are stored as records name deciders (`decided_by`):
- * an API key's id or `console:<person>`, so "may this decider decide" is one
- * lookup of the decider's own name; whom their vote counts for is
- * `standing`'s answer (docs/approvals.md, "Who counts as whom").
+ * Reviewer groups (docs/approvals.md, "Reviewer groups"): an organization's
+ * named groups of people who decide the approvals assigned to them, the
+ * groups a policy names, and a person's own reviewer address
+ * (`MemberAddresses.ts`). Delegations are `Delegations.ts`'s; who may
+ * decide an approval, and for whom, is `Deciders.ts`'s.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { InvalidRequest, type LimitReached, NotFound, type RateLimited } from "../api/Errors.ts"
+import { deciderOf, reviewerOf } from "../api/Deciders.ts"
+import { type LimitReached, NotFound, type RateLimited } from "../api/Errors.ts"
 import type { PolicyInput } from "../api/Policies.ts"
-import {
-  deciderOf,
-  type Delegation,
-  type DelegationInput,
-  type GroupInput,
-  GroupInUse,
-  MAX_DELEGATION_DAYS,
-  type OwnReviewerAddress,
-  type Reviewer,
-  type ReviewerGroup,
-  reviewerOf
-} from "../api/Reviewers.ts"
+import type { OwnReviewerAddress } from "../api/ReviewerAddresses.ts"
+import { type GroupInput, GroupInUse, type ReviewerGroup } from "../api/Reviewers.ts"
 import { DeliveryQueue } from "../deliveries/DeliveryQueue.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { newId } from "../platform/Ids.ts"
 import { refuseAtCap } from "../platform/OrgLimits.ts"
-import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
-import { databaseNow } from "../platform/Time.ts"
+import { JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
+import { firstUnfitKey } from "./Deciders.ts"
 import { addressStatus, inviteMemberAddresses, readOwnAddress, setOwnAddress } from "./MemberAddresses.ts"
-
-/**
- * SQL: whether `actor` may decide an approval assigned to the group named
- * by `group` (a value or a column): a member of it, or the delegate of a
- * member whose delegation is in force now (the database's clock).
- */
-export const reviews = (sql: SqlClient.SqlClient, orgId: string, actor: string, group: unknown) =>
-  sql`EXISTS (
-    SELECT 1 FROM reviewer_groups g JOIN reviewer_group_members m ON m.group_id = g.id
-    WHERE g.org_id = ${orgId} AND g.name = ${group} AND (m.member = ${actor} OR m.member IN (
-      SELECT d.delegator FROM reviewer_delegations d
-      WHERE d.org_id = ${orgId} AND d.delegate = ${actor} AND d.ended_at IS NULL AND d.starts_at <= now() AND d.ends_at > now())))`
-
-const StandingRows = rowsOf(
-  "reviewer_groups",
-  Schema.Struct({
-    person: Schema.NullOr(Schema.String),
-    decided_for: Schema.NullOr(Schema.String)
-  })
-)
-
-/**
- * Who `actor` is on approval `approvalId` (run it in the decision's
- * transaction, under the approval's row lock): `person`, the person they
- * are (`svc_person`: a key's person, a console person, or the shared
- * reviewer address as `email:<address>`; null for a key revoked meanwhile,
- * checked in the database whatever the key cache of a process holds), and
- * `decidedFor`, the person their vote counts for: themselves on an
- * approval assigned to nobody or to a group they are in; otherwise the
- * member of the group who delegated to them for now (the first in name
- * order whose person has not voted yet, so two members' delegate may cast
- * one vote, which counts for one of them); null when they may not decide it.
- */
-export const standing = (
-  sql: SqlClient.SqlClient,
-  orgId: string,
-  actor: string,
-  approvalId: string,
-  group: string | null
-) =>
-  Effect.map(
-    StandingRows.returned(sql`
-      SELECT p.person, CASE
-        WHEN p.person IS NULL THEN NULL
-        WHEN ${group}::text IS NULL OR EXISTS (
-          SELECT 1 FROM reviewer_groups g JOIN reviewer_group_members m ON m.group_id = g.id
-          WHERE g.org_id = ${orgId} AND g.name = ${group} AND m.member = ${actor}) THEN p.person
-        ELSE (
-          SELECT svc_person(${orgId}, d.delegator) AS stood_for
-          FROM reviewer_delegations d
-          JOIN reviewer_group_members m ON m.member = d.delegator
-          JOIN reviewer_groups g ON g.id = m.group_id AND g.org_id = ${orgId} AND g.name = ${group}
-          WHERE d.org_id = ${orgId} AND d.delegate = ${actor} AND d.ended_at IS NULL AND d.starts_at <= now() AND d.ends_at > now()
-            AND svc_person(${orgId}, d.delegator) IS NOT NULL
-          ORDER BY EXISTS (SELECT 1 FROM approval_votes v WHERE v.approval_id = ${approvalId} AND v.decided_for = svc_person(${orgId}, d.delegator)),
-            d.delegator
-          LIMIT 1)
-      END AS decided_for
-      FROM (SELECT svc_person(${orgId}, ${actor}) AS person) p
-    `),
-    (row) => ({ person: row.person, decidedFor: row.decided_for })
-  )
 
 /** The groups of an escalation chain, each named by its index (`escalation_chain[1]`). */
 const chainNamed = (field: string, chain: ReadonlyArray<string> | undefined) =>
@@ -166,28 +92,6 @@ const toGroup = (row: typeof GroupRow.Type): ReviewerGroup => ({
   }))
 })
 
-const DelegationRow = Schema.Struct({
-  id: Schema.String,
-  delegator: Schema.String,
-  delegate: Schema.String,
-  starts_at: Timestamp,
-  ends_at: Timestamp,
-  ended_at: TimestampOrNull
-})
-const DelegationRows = rowsOf("reviewer_delegations", DelegationRow)
-
-const DELEGATION_COLUMNS = "id, delegator, delegate, starts_at, ends_at, ended_at"
-
-const toDelegation = (row: typeof DelegationRow.Type): Delegation => ({
-  delegation_id: row.id,
-  delegator: reviewerOf(row.delegator),
-  delegate: reviewerOf(row.delegate),
-  starts_at: row.starts_at,
-  ends_at: row.ends_at,
-  ended_at: row.ended_at
-})
-
-const KeyRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String }))
 const IdRows = rowsOf("reviewer_groups", Schema.Struct({ id: Schema.String }))
 
 export class Reviewers extends Context.Service<Reviewers, {
@@ -199,13 +103,6 @@ export class Reviewers extends Context.Service<Reviewers, {
   readonly listGroups: (orgId: string) => Effect.Effect<ReadonlyArray<ReviewerGroup>>
   readonly getGroup: (orgId: string, name: string) => Effect.Effect<ReviewerGroup, NotFound>
   readonly deleteGroup: (orgId: string, name: string) => Effect.Effect<void, NotFound | GroupInUse>
-  readonly delegate: (
-    orgId: string,
-    actor: string,
-    input: DelegationInput
-  ) => Effect.Effect<Delegation, InvalidRequest | NotFound | LimitReached>
-  readonly listDelegations: (orgId: string) => Effect.Effect<ReadonlyArray<Delegation>>
-  readonly endDelegation: (orgId: string, actor: string, delegationId: string) => Effect.Effect<Delegation, NotFound>
   /** The caller's own reviewer address (`MemberAddresses.ts`). */
   readonly ownAddress: (orgId: string, actor: string) => Effect.Effect<OwnReviewerAddress>
   /** The caller sets their own reviewer address, or accepts the one they were invited to (the same address). */
@@ -222,20 +119,6 @@ export class Reviewers extends Context.Service<Reviewers, {
       const config = yield* SvcConfig
       const queue = yield* DeliveryQueue
 
-      /** The first of `reviewers` that is a key but not an active key of the organization holding `approvals.decide`. */
-      const firstUnfitKey = Effect.fnUntraced(function*(orgId: string, reviewers: ReadonlyArray<Reviewer>) {
-        const keys = reviewers.flatMap((reviewer, i) =>
-          reviewer.key_id !== undefined ? [{ i, id: reviewer.key_id }] : []
-        )
-        if (keys.length === 0) return undefined
-        const fit = yield* KeyRows.all(sql`
-          SELECT id FROM api_keys WHERE org_id = ${orgId} AND id IN ${sql.in(keys.map((key) => key.id))}
-            AND revoked_at IS NULL AND 'approvals.decide' = ANY (scopes)
-        `)
-        const known = new Set(fit.map((row) => row.id))
-        return keys.find((key) => !known.has(key.id))
-      })
-
       const lockGroup = (orgId: string, name: string) =>
         IdRows.one(sql`SELECT id FROM reviewer_groups WHERE org_id = ${orgId} AND name = ${name} FOR UPDATE`)
 
@@ -247,7 +130,7 @@ export class Reviewers extends Context.Service<Reviewers, {
         )
 
       const putGroup = Effect.fn("Reviewers.putGroup")(function*(orgId: string, name: string, input: GroupInput) {
-        const unfit = yield* firstUnfitKey(orgId, input.members)
+        const unfit = yield* firstUnfitKey(sql, orgId, input.members)
         if (unfit !== undefined) {
           return yield* new NotFound({
             detail:
@@ -321,68 +204,6 @@ export class Reviewers extends Context.Service<Reviewers, {
         }
       })
 
-      const delegate = Effect.fn("Reviewers.delegate")(function*(orgId: string, actor: string, input: DelegationInput) {
-        const delegate = deciderOf(input.delegate)
-        if (delegate === actor) {
-          return yield* new InvalidRequest({ field: "delegate", detail: "A person cannot delegate to themselves." })
-        }
-        if ((yield* firstUnfitKey(orgId, [input.delegate])) !== undefined) {
-          return yield* new NotFound({
-            detail: "No active API key of the organization holding approvals.decide has the id delegate.key_id names."
-          })
-        }
-        const now = yield* Effect.orDie(databaseNow(sql))
-        const startsAt = input.starts_at === undefined ? now : Date.parse(input.starts_at)
-        const endsAt = Date.parse(input.ends_at)
-        if (endsAt <= Math.max(startsAt, now) || endsAt - startsAt > MAX_DELEGATION_DAYS * 86_400_000) {
-          return yield* new InvalidRequest({
-            field: "ends_at",
-            detail: `ends_at must be in the future, after starts_at, and at most ${MAX_DELEGATION_DAYS} days after it.`
-          })
-        }
-        const row = yield* sql.withTransaction(Effect.gen(function*() {
-          const max = config.reviewerLimits.delegations
-          yield* refuseAtCap(sql, orgId, "reviewer_delegations", {
-            value: max,
-            limit: "SVC_MAX_DELEGATIONS_PER_ORG",
-            detail:
-              `The organization already has ${max} delegations not yet over, the most allowed (SVC_MAX_DELEGATIONS_PER_ORG).`
-          })
-          return yield* DelegationRows.returned(sql`
-            INSERT INTO reviewer_delegations (id, org_id, delegator, delegate, starts_at, ends_at)
-            VALUES (${newId()}, ${orgId}, ${actor}, ${delegate}, ${new Date(startsAt).toISOString()}::timestamptz,
-              ${new Date(endsAt).toISOString()}::timestamptz)
-            RETURNING ${sql.literal(DELEGATION_COLUMNS)}
-          `)
-        })).pipe(Effect.catchTag("SqlError", Effect.die))
-        return toDelegation(row)
-      })
-
-      const listDelegations = Effect.fn("Reviewers.listDelegations")(function*(orgId: string) {
-        const rows = yield* DelegationRows.all(sql`
-          SELECT ${sql.literal(DELEGATION_COLUMNS)} FROM reviewer_delegations
-          WHERE org_id = ${orgId} AND ended_at IS NULL AND ends_at > now() ORDER BY starts_at, id
-        `)
-        return rows.map(toDelegation)
-      })
-
-      const endDelegation = Effect.fn("Reviewers.endDelegation")(
-        function*(orgId: string, actor: string, delegationId: string) {
-          const [ended] = yield* DelegationRows.all(sql`
-          UPDATE reviewer_delegations SET ended_at = now()
-          WHERE id = ${delegationId} AND org_id = ${orgId} AND delegator = ${actor} AND ended_at IS NULL AND ends_at > now()
-          RETURNING ${sql.literal(DELEGATION_COLUMNS)}
-        `)
-          if (ended !== undefined) return toDelegation(ended)
-          const row = yield* DelegationRows.one(sql`
-          SELECT ${sql.literal(DELEGATION_COLUMNS)} FROM reviewer_delegations
-          WHERE id = ${delegationId} AND org_id = ${orgId} AND delegator = ${actor}
-        `)
-          if (row === undefined) return yield* new NotFound({ detail: "No such delegation of the caller." })
-          return toDelegation(row)
-        }
-      )
-
       const ownAddress = Effect.fn("Reviewers.ownAddress")(function*(orgId: string, actor: string) {
         return { ...reviewerOf(actor), ...(yield* readOwnAddress(sql, orgId, actor)) }
       })
@@ -402,9 +223,6 @@ export class Reviewers extends Context.Service<Reviewers, {
         listGroups,
         getGroup,
         deleteGroup,
-        delegate,
-        listDelegations,
-        endDelegation,
         ownAddress,
         setOwnAddress: setOwn
       })

@@ -40,7 +40,7 @@ export interface Current {
   readonly approval: PendingFacts | undefined
   /** Whether the decider's precondition (`DecisionGuard`) holds; true when there is none. */
   readonly guard: boolean
-  /** Who the decider is (`Reviewers.ts`, `standing`): their person (null: a key revoked), whom their vote counts for (null: not theirs to decide). */
+  /** Who the decider is (`Deciders.ts`, `standing`): their person (null: a key revoked), whom their vote counts for (null: not theirs to decide). */
   readonly standing: { readonly person: string | null; readonly decidedFor: string | null }
 }
 

@@ -98,7 +98,7 @@ export const quorumMembers = (
   return { quorum: row.quorum, votes, approvals_remaining: Math.max(0, row.quorum - approved) }
 }
 
-/** Who casts a vote (`Reviewers.ts`, `standing`): the decider as records name them, the person they are and the person the vote counts for. */
+/** Who casts a vote (`Deciders.ts`, `standing`): the decider as records name them, the person they are and the person the vote counts for. */
 export interface Voter {
   readonly actor: string
   readonly person: string

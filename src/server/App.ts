@@ -12,6 +12,7 @@ import { StepRecordsLive } from "../agents/StepRecords.ts"
 import { Api } from "../api/Api.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { ApprovalContexts } from "../approvals/Context.ts"
+import { Delegations } from "../approvals/Delegations.ts"
 import { ApprovalPoliciesHandlers, ApprovalsHandlers } from "../approvals/Http.ts"
 import { ApprovalLinksHandlers } from "../approvals/LinksHttp.ts"
 import { ApprovalMailLinks } from "../approvals/MailLinks.ts"
@@ -95,7 +96,13 @@ export const ServicesLive = Layer.mergeAll(
     Layer.provideMerge(Layer.mergeAll(McpCalls.layer, McpSessions.layer)),
     Layer.provideMerge(Layer.mergeAll(McpServers.layer, Upstream.layer)),
     Layer.provideMerge(
-      Layer.mergeAll(AgentSessions.layer, ApprovalFeed.layer, ApprovalMailLinks.layer, Reviewers.layer).pipe(
+      Layer.mergeAll(
+        AgentSessions.layer,
+        ApprovalFeed.layer,
+        ApprovalMailLinks.layer,
+        Reviewers.layer,
+        Delegations.layer
+      ).pipe(
         Layer.provideMerge(
           Layer.mergeAll(Approvals.layer.pipe(Layer.provide(StepRecordsLive)), ApprovalContexts.layer)
         ),

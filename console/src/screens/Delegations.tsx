@@ -6,7 +6,7 @@
 import { Exit } from "effect"
 import { useState } from "preact/hooks"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
-import { type Delegation, MAX_DELEGATION_DAYS } from "../../../src/api/Reviewers.ts"
+import { type Delegation, MAX_DELEGATION_DAYS } from "../../../src/api/Delegations.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
 import { Confirm, describeProblem, formatTime, Loaded, type NoticeValue, Time } from "../ui.tsx"

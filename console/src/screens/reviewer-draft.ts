@@ -5,14 +5,10 @@
  * API's) as a list of fields and what is wrong there.
  */
 import { Result, Schema, SchemaIssue } from "effect"
-import {
-  DelegationInput,
-  GroupInput,
-  type GroupMember,
-  type GroupMemberInput,
-  GroupName,
-  type Reviewer
-} from "../../../src/api/Reviewers.ts"
+import { GroupName } from "../../../src/api/Assignment.ts"
+import type { Reviewer } from "../../../src/api/Deciders.ts"
+import { DelegationInput } from "../../../src/api/Delegations.ts"
+import { GroupInput, type GroupMember, type GroupMemberInput } from "../../../src/api/Reviewers.ts"
 import type { Problem } from "../api.ts"
 
 export type MemberKind = "console_user" | "key_id"

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
-import { escalationCount, MAX_ESCALATION_CHAIN } from "../../../src/api/Reviewers.ts"
+import { escalationCount, MAX_ESCALATION_CHAIN } from "../../../src/api/Assignment.ts"
 import {
   DEFAULT_POLICY,
   type DueKind,

@@ -8,7 +8,9 @@
  *   decoding would cost) written in a comment on the line above.
  *   Migrations are history, run once, and are not counted.
  * - No source file passes `MAX_LINES` lines: past that a file holds more
- *   than one idea, and splitting it by idea is due.
+ *   than one idea, and splitting it by idea is due. Nor does one come
+ *   within `MARGIN` lines of it (none passes `MAX_LINES - MARGIN`): a file
+ *   at the cap grows by squeezing, so it is split while there is room.
  * - No two files of src/ import each other, directly or around a loop,
  *   type-only imports included: a loop means neither file can be read
  *   (or moved) without the other.
@@ -21,6 +23,9 @@ const src = path.join(import.meta.dirname, "../../../src")
 
 const MAX_ASSERTED = 5
 const MAX_LINES = 450
+const MARGIN = 50
+/** The most lines a source file has: the cap less the room kept under it. */
+const MOST_LINES = MAX_LINES - MARGIN
 
 /** The sources, as paths relative to src/: build output (the receiver kit's `dist/`) is not. */
 const filesOf = (dir: string): Array<string> =>
@@ -70,8 +75,10 @@ const assertedProblems = (files: ReadonlyArray<{ readonly file: string; readonly
 const overLong = (files: ReadonlyArray<{ readonly file: string; readonly text: string }>) =>
   files
     .map(({ file, text }) => ({ file, lines: text.split("\n").length - (text.endsWith("\n") ? 1 : 0) }))
-    .filter(({ lines }) => lines > MAX_LINES)
-    .map(({ file, lines }) => `${file}: ${lines} lines (at most ${MAX_LINES})`)
+    .filter(({ lines }) => lines > MOST_LINES)
+    .map(({ file, lines }) =>
+      `${file}: ${lines} lines; a file keeps ${MARGIN} lines of room under the ${MAX_LINES}-line cap (at most ${MOST_LINES}): split it by idea`
+    )
 
 describe("rows are decoded by schemas", () => {
   it(`at most ${MAX_ASSERTED} row types asserted with sql< in src/ (migrations aside), each with a comment above saying why`, () => {
@@ -90,16 +97,20 @@ describe("rows are decoded by schemas", () => {
 })
 
 describe("source files stay small", () => {
-  it(`no .ts file in src/ passes ${MAX_LINES} lines`, () => {
+  it(`no .ts file in src/ comes within ${MARGIN} lines of the ${MAX_LINES}-line cap (at most ${MOST_LINES})`, () => {
     assert.deepStrictEqual(overLong(sources()), [])
   })
 
-  it("the check sees a long file", () => {
-    const long = "x\n".repeat(MAX_LINES + 1)
-    assert.deepStrictEqual(overLong([{ file: "a/Long.ts", text: long }]), [
-      `a/Long.ts: ${MAX_LINES + 1} lines (at most ${MAX_LINES})`
+  it("the check sees a file in the margin and one past the cap, and lets one at the margin's edge be", () => {
+    const lines = (n: number) => "x\n".repeat(n)
+    assert.deepStrictEqual(overLong([{ file: "a/Near.ts", text: lines(MOST_LINES + 1) }]), [
+      `a/Near.ts: ${
+        MOST_LINES + 1
+      } lines; a file keeps ${MARGIN} lines of room under the ${MAX_LINES}-line cap (at most ${MOST_LINES}): split it by idea`
     ])
-    assert.deepStrictEqual(overLong([{ file: "a/Ok.ts", text: "x\n".repeat(MAX_LINES) }]), [])
+    assert.strictEqual(overLong([{ file: "a/Long.ts", text: lines(MAX_LINES + 1) }]).length, 1)
+    assert.deepStrictEqual(overLong([{ file: "a/Ok.ts", text: lines(MOST_LINES) }]), [])
+    assert.strictEqual(MOST_LINES, 400)
   })
 })
 
