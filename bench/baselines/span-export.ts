@@ -13,10 +13,10 @@
  * the peak RSS and heap above their level just before the first measured
  * span.
  */
+import { existsSync } from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
-import { existsSync } from "node:fs"
 import { checkoutModule } from "../support/checkoutModule.ts"
 import { serve } from "../support/child.ts"
 
@@ -63,7 +63,9 @@ const sdkPackage = (name: string): any => {
   try {
     return interop(name)
   } catch (error) {
-    throw new Error(`the OpenTelemetry SDK arm needs ${name}: npm ci --prefix test/interop installs it`, { cause: error })
+    throw new Error(`the OpenTelemetry SDK arm needs ${name}: npm ci --prefix test/interop installs it`, {
+      cause: error
+    })
   }
 }
 let memory: (() => unknown) | undefined
@@ -81,7 +83,9 @@ const sdk = async () => {
   })
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ "service.name": "svc" }),
-    spanProcessors: [new BatchSpanProcessor(exporter, { maxQueueSize: SPANS, maxExportBatchSize: 512, scheduledDelayMillis: 2000 })]
+    spanProcessors: [
+      new BatchSpanProcessor(exporter, { maxQueueSize: SPANS, maxExportBatchSize: 512, scheduledDelayMillis: 2000 })
+    ]
   })
   const tracer = provider.getTracer("svc")
   const orgId = "01900000-0000-7000-8000-000000000001"
@@ -108,7 +112,9 @@ const svc = async () => {
   const src = (file: string) => import(checkoutModule(process.env.BENCH_SVC_SRC!, file))
   // The checkout's own Effect: its modules and the harness's must share one instance.
   const effect = createRequire(path.join(process.env.BENCH_SVC_SRC!, "package.json")).resolve("effect")
-  const { Effect, Layer, ManagedRuntime, Option, Redacted } = await import(pathToFileURL(effect).href) as typeof import("effect")
+  const { Effect, Layer, ManagedRuntime, Option, Redacted } = await import(
+    pathToFileURL(effect).href
+  ) as typeof import("effect")
   const { Identity } = await src("identity/Identity.ts")
   const { SvcConfig } = await src("platform/Config.ts")
   const { SecretBox } = await src("platform/Crypto.ts")
