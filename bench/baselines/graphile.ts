@@ -5,9 +5,29 @@
  * by the benchmark (`graphile_worker.add_jobs`, one statement), on the same
  * PostgreSQL server svc uses.
  */
-import { Logger, run, runMigrations, type Runner } from "graphile-worker"
+import { createRequire } from "node:module"
 import { serve } from "../support/child.ts"
 import { signedSender } from "../support/events.ts"
+
+// graphile-worker is not in the repository's install: it lives in
+// test/interop's npm project with the other outside libraries svc is
+// compared or checked against (`npm ci --prefix test/interop`).
+interface Runner {
+  stop(): Promise<void>
+}
+interface GraphileWorker {
+  readonly Logger: new(factory: () => (level: string, message: string) => void) => unknown
+  run(options: Record<string, unknown>): Promise<Runner>
+  runMigrations(options: Record<string, unknown>): Promise<void>
+}
+const graphile = (): GraphileWorker => {
+  try {
+    return createRequire(new URL("../../test/interop/package.json", import.meta.url))("graphile-worker")
+  } catch (error) {
+    throw new Error("the graphile-worker baseline needs it: npm ci --prefix test/interop installs it", { cause: error })
+  }
+}
+const { Logger, run, runMigrations } = graphile()
 
 let runner: Runner | undefined
 let sender: ReturnType<typeof signedSender> | undefined
@@ -30,7 +50,7 @@ serve({
       noHandleSignals: true,
       logger,
       taskList: {
-        send: async (payload) => {
+        send: async (payload: unknown) => {
           const { id, body } = payload as { id: string; body: string }
           await sender!.send(args.path, args.secret, { id, body })
         }

@@ -6,7 +6,8 @@
  * delivery queue, delivery worker, outbound check, loaded from the checkout
  * `BENCH_SVC_SRC`, on embedded PGlite or a scratch database of
  * `BENCH_DATABASE_URL`) or through the OpenTelemetry JS SDK
- * (`BENCH_SPAN_ROLE=sdk`: BatchSpanProcessor + OTLP/HTTP JSON exporter).
+ * (`BENCH_SPAN_ROLE=sdk`: BatchSpanProcessor + OTLP/HTTP JSON exporter,
+ * from test/interop's npm project: `npm ci --prefix test/interop`).
  * Both batch at 512, gzip, and never drop (queues sized for all spans).
  * `go` creates spans (a warm-up, then the measured ones); `memory` answers
  * the peak RSS and heap above their level just before the first measured
@@ -52,14 +53,29 @@ const attributesFor = (i: number, orgId: string) => ({
 })
 
 const now = () => performance.timeOrigin + performance.now()
+
+// The OpenTelemetry JS SDK is not in the repository's install: it lives in
+// test/interop's npm project with the other outside libraries svc is
+// checked against.
+const interop = createRequire(new URL("../../test/interop/package.json", import.meta.url))
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const sdkPackage = (name: string): any => {
+  try {
+    return interop(name)
+  } catch (error) {
+    throw new Error(`the OpenTelemetry SDK arm needs ${name}: npm ci --prefix test/interop installs it`, {
+      cause: error
+    })
+  }
+}
 let memory: (() => unknown) | undefined
 
 const sdk = async () => {
-  const { BasicTracerProvider, BatchSpanProcessor } = await import("@opentelemetry/sdk-trace-base")
-  const { OTLPTraceExporter } = await import("@opentelemetry/exporter-trace-otlp-http")
-  const { CompressionAlgorithm } = await import("@opentelemetry/otlp-exporter-base")
-  const { resourceFromAttributes } = await import("@opentelemetry/resources")
-  const api = await import("@opentelemetry/api")
+  const { BasicTracerProvider, BatchSpanProcessor } = sdkPackage("@opentelemetry/sdk-trace-base")
+  const { OTLPTraceExporter } = sdkPackage("@opentelemetry/exporter-trace-otlp-http")
+  const { CompressionAlgorithm } = sdkPackage("@opentelemetry/otlp-exporter-base")
+  const { resourceFromAttributes } = sdkPackage("@opentelemetry/resources")
+  const api = sdkPackage("@opentelemetry/api")
   const exporter = new OTLPTraceExporter({
     url: SINK_URL,
     compression: CompressionAlgorithm.GZIP,

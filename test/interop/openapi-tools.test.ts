@@ -7,10 +7,10 @@
  * telemetry is off (redocly.yaml), and nothing else reaches the network.
  *
  * Redocly, openapi-typescript and TypeScript 5 (about 60 MB) are this
- * folder's own npm project, not the repository's: `npm run
- * test:openapi-tools` installs them and runs this file. Without them
- * `npm test` skips it and says so; under CI (`CI` set) it runs, and fails
- * if they are missing.
+ * folder's own npm project, not the repository's (interop.ts): `npm run
+ * test:interop` installs them and runs this file. Without them `npm test`
+ * skips it and says so; under CI (`CI` set) it runs, and fails if they are
+ * missing.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { OpenApi } from "effect/http-api"
@@ -18,30 +18,16 @@ import { spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Api } from "../../src/api/Api.ts"
+import { interopRequire, packageDir, runs } from "./interop.ts"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const rootRequire = createRequire(join(root, "package.json"))
 // openapi-typescript needs TypeScript 5 (its AST printer); it lives in this folder's project with it.
-const toolsRequire = createRequire(fileURLToPath(new URL("package.json", import.meta.url)))
-const packageDir = (require: NodeJS.Require, name: string) => dirname(require.resolve(`${name}/package.json`))
-
-const ci = process.env.CI !== undefined && process.env.CI !== "" && process.env.CI !== "0" && process.env.CI !== "false"
-const installed = (() => {
-  try {
-    packageDir(toolsRequire, "@redocly/cli")
-    return true
-  } catch {
-    return false
-  }
-})()
-if (!installed && !ci) {
-  console.warn(
-    "openapi-tools.test.ts skips Redocly and openapi-typescript: not installed (npm run test:openapi-tools installs them and runs it)."
-  )
-}
+const toolsRequire = interopRequire
+const installed = runs("openapi-tools.test.ts", "Redocly and openapi-typescript", "@redocly/cli", "openapi-typescript")
 
 const run = (args: ReadonlyArray<string>, cwd: string) => {
   const result = spawnSync(process.execPath, args, {
@@ -58,13 +44,13 @@ let dir = ""
 let document = ""
 
 beforeAll(() => {
-  if (!installed && !ci) return
+  if (!installed) return
   dir = mkdtempSync(join(tmpdir(), "svc-openapi-"))
   document = join(dir, "openapi.json")
   writeFileSync(document, JSON.stringify(OpenApi.fromApi(Api), null, 2))
 })
 
-describe.skipIf(!installed && !ci)("outside tools accept the OpenAPI document", () => {
+describe.skipIf(!installed)("outside tools accept the OpenAPI document", () => {
   it("redocly lint (recommended rules): no error, no warning", () => {
     const cli = join(packageDir(toolsRequire, "@redocly/cli"), "bin/cli.js")
     const result = run([cli, "lint", document, "--config", join(root, "redocly.yaml"), "--format", "json"], dir)
