@@ -23,8 +23,7 @@
  */
 import { Effect } from "effect"
 import { type Json, scrub } from "../feedback/Scrubber.ts"
-
-const NOTHING_KNOWN = { keyHashes: new Set<string>(), values: [] }
+import { NOTHING_KNOWN, responseScrubbed } from "./ResponseScrub.ts"
 
 /** `reason` with every recognizable secret replaced by `[REDACTED]`. */
 export const scrubReason = (reason: string): Effect.Effect<string> =>
@@ -34,12 +33,5 @@ export const scrubReason = (reason: string): Effect.Effect<string> =>
       Effect.map((result) => typeof result.value === "string" ? result.value : reason)
     )
 
-/**
- * A decision's `response` with every recognizable secret replaced by
- * `[REDACTED]`: what a rule worker runs for a decision (`RuleWorkers.scrub`).
- */
-export const responseScrubbed = (response: Json): Promise<Json> =>
-  scrub(response, NOTHING_KNOWN).then((result) => result.value)
-
-/** `responseScrubbed` here, on the event loop. */
+/** A decision's `response` scrubbed here, on the event loop (a decision's is scrubbed in a rule worker). */
 export const scrubResponse = (response: Json): Effect.Effect<Json> => Effect.promise(() => responseScrubbed(response))

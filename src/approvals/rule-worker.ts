@@ -77,14 +77,14 @@ const mark = (request: Extract<RuleWorkerRequest, { op: "rules" }>, index: numbe
  * which would hold a runner's first rules past their deadline, and a runner
  * replaced after a rule over budget starts without it.
  */
-let scrubber: Promise<typeof import("./Reasons.ts")> | undefined
+let scrubber: Promise<typeof import("./ResponseScrub.ts")> | undefined
 
 port.on("message", (request: RuleWorkerRequest) => {
   let reply: RuleWorkerReply
   switch (request.op) {
     case "scrub": {
       const { id, document } = request
-      scrubber ??= import("./Reasons.ts")
+      scrubber ??= import("./ResponseScrub.ts")
       void scrubber.then((module) => module.responseScrubbed(document)).then((scrubbed) =>
         port.postMessage({ id, _tag: "Scrubbed", document: scrubbed })
       )
