@@ -152,6 +152,31 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
     )
   })
 
+  describe("a policy's rules are checked in a worker when stored", () => {
+    it.effect(
+      "the worker finds the problem compiling them here finds, and none in good rules",
+      () =>
+        Effect.gen(function*() {
+          const workers = yield* RuleWorkers
+          const config = yield* SvcConfig
+          const good: ReadonlyArray<PolicyRule> = BENCH_RULES as ReadonlyArray<PolicyRule>
+          assert.isNull(yield* workers.check("org-a", good))
+          const cases: ReadonlyArray<ReadonlyArray<PolicyRule>> = [
+            [...good, { name: "typo", condition: "tool ==", result: { decision: "allow" } }],
+            [{ name: "regex", condition: "tool.matches('a+')", result: { decision: "allow" } }],
+            [{ name: "int", condition: "size(tool)", result: { decision: "allow" } }],
+            [{ name: "long", condition: `tool == '${"x".repeat(3000)}'`, result: { decision: "allow" } }]
+          ]
+          for (const rules of cases) {
+            const here = compileRules(rules, config.approvalRules)
+            assert.isFalse(here.ok)
+            assert.deepStrictEqual(yield* workers.check("org-a", rules), here.ok ? null : here.problem)
+          }
+        }),
+      30_000
+    )
+  })
+
   describe("a decision's response is scrubbed in a worker", () => {
     it.effect("secrets leave it as they would on the event loop, nothing else changes", () =>
       Effect.gen(function*() {
