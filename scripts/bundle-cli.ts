@@ -40,7 +40,8 @@ export const BUNDLE_ENTRIES = {
   "embedded-worker": "src/database/embedded/embedded-worker.ts",
   "validation-worker": "src/tasks/validation-worker.ts",
   "correction-worker": "src/feedback/correction-worker.ts",
-  "rule-worker": "src/approvals/rule-worker.ts"
+  "rule-worker": "src/approvals/rule-worker.ts",
+  "process-forker": "src/platform/process-forker.ts"
 } as const
 
 /** Bundled: Effect's packages; every other bare specifier stays external. */

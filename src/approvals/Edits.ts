@@ -21,7 +21,6 @@ import type { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { checkSchema } from "../tasks/SchemaCheck.ts"
 import { validationBusy } from "../tasks/ValidationBusy.ts"
 import { argumentsDigest } from "./ArgumentsDiff.ts"
-import { scrubResponse } from "./Reasons.ts"
 import { rulesBusy, type RuleWorkers } from "./RuleWorkers.ts"
 
 type Json = Schema.Json
@@ -123,7 +122,23 @@ export const makeEdits = (
     if (edit === undefined || (edit.arguments === undefined && edit.response === undefined)) return NOTHING_SETTLED
     // The response reaches the agent, the webhooks and the console: recognizable secrets go first, as from a reason.
     if (edit.arguments === undefined) {
-      return { ...NOTHING_SETTLED, response: edit.response === undefined ? null : yield* scrubResponse(edit.response) }
+      if (edit.response === undefined) return NOTHING_SETTLED
+      // In a rule worker: a response of 65 536 characters may hold the event loop tens of milliseconds.
+      const response = yield* workers.scrub(orgId, edit.response).pipe(
+        Effect.catchTags({
+          OverBudget: (over) =>
+            Effect.fail(
+              new ArgumentsTooComplex({
+                field: "response",
+                limit: over.limit,
+                limit_value: over.value,
+                detail: `${over.message} (${over.limit}).`
+              })
+            ),
+          RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
+        })
+      )
+      return { ...NOTHING_SETTLED, response }
     }
     const edited = edit.arguments
     const step = yield* StepRows.one(sql`

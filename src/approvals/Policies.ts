@@ -28,7 +28,7 @@ import { BigIntText, JsonColumn, rowsOf, Timestamp } from "../platform/Rows.ts"
 import { DEFAULT_POLICY } from "./Deadlines.ts"
 import { type CachedRule, makePolicyCache } from "./PolicyCache.ts"
 import { checkGroups } from "./Reviewers.ts"
-import { type CompiledRule, compileRules, resolve, type RuleLimits } from "./Rules.ts"
+import { type CompiledRule, compileRules, resolve, type RuleLimits, type RuleProblem } from "./Rules.ts"
 import { rulesBusy, type RuleWorkers } from "./RuleWorkers.ts"
 
 /** The `Wakeups` signal that an organization's approval policies changed. */
@@ -96,26 +96,46 @@ export const makePolicies = Effect.fnUntraced(function*(
     limit: "SVC_APPROVAL_DRY_RUNS_PER_MINUTE",
     what: "policy dry runs"
   }
-  /** Compiles a policy's rules, or the 400 naming the rule (and the limit) at fault. */
+  /** The 400 naming the rule (and the limit) at fault. */
+  const refusal = (problem: RuleProblem) =>
+    problem.limit === undefined
+      ? new InvalidRequest({ field: problem.field, detail: problem.detail })
+      : new PolicyRulesTooComplex({
+        field: problem.field,
+        limit: problem.limit.name,
+        limit_value: problem.limit.value,
+        detail: problem.detail
+      })
+  /** Compiles a policy's rules here (a dry run evaluates them), or the 400 naming the rule at fault. */
   const checkRules = (rules: ReadonlyArray<PolicyRule>) => {
     const compiled = compileRules(rules, limits)
     // The notice of a rule's own deadlines is checked by its schema (`RequireApprovalResult`).
-    if (compiled.ok) return Effect.succeed(compiled.rules)
-    const { problem } = compiled
-    return Effect.fail(
-      problem.limit === undefined
-        ? new InvalidRequest({ field: problem.field, detail: problem.detail })
-        : new PolicyRulesTooComplex({
-          field: problem.field,
-          limit: problem.limit.name,
-          limit_value: problem.limit.value,
-          detail: problem.detail
-        })
-    )
+    return compiled.ok ? Effect.succeed(compiled.rules) : Effect.fail(refusal(compiled.problem))
   }
+  /**
+   * Checks a policy's rules in a rule worker, as they are stored: compiling
+   * fifty rules at the limits holds a thread tens of milliseconds, and a
+   * stored policy's programs are compiled again when a step reads it.
+   */
+  const checkStored = (orgId: string, rules: ReadonlyArray<PolicyRule>) =>
+    rules.length === 0 ? Effect.void : ruleWorkers.check(orgId, rules).pipe(
+      Effect.catchTags({
+        OverBudget: (over) =>
+          Effect.fail(
+            new PolicyRulesTooComplex({
+              field: "rules",
+              limit: over.limit,
+              limit_value: over.value,
+              detail: `${over.message} (${over.limit}).`
+            })
+          ),
+        RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
+      }),
+      Effect.flatMap((problem) => problem === null ? Effect.void : Effect.fail(refusal(problem)))
+    )
   const putPolicy = Effect.fnUntraced(function*(orgId: string, actionClass: string, input: PolicyInput) {
     const escalation = input.escalation_seconds ?? null
-    yield* checkRules(input.rules ?? [])
+    yield* checkStored(orgId, input.rules ?? [])
     yield* checkArgumentsSchema(orgId, actionClass, input.arguments_schema)
     // Every policy is listed in one answer: the number of action classes
     // with a policy is capped (a new one only; changing one always works).

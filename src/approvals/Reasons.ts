@@ -10,10 +10,10 @@
  * person wrote it. A rejection's `response` (an answer for the agent, which
  * travels as far) is scrubbed the same way, every string of it.
  *
- * A response is bounded by the request body (`SVC_MAX_BODY_BYTES`, 1 MB):
- * one of ordinary text near that bound scans in under 0.1 s, one packed
- * with secret-shaped text in about 1 s on a busy two-core machine, here in
- * the request; a smaller bound on responses keeps that short.
+ * A response is at most 65 536 characters; one packed with secret-shaped
+ * text scans in 15-50 ms (the secretlint ruleset's duplicate filter is
+ * quadratic in its findings), so it is scrubbed in a rule worker
+ * (`RuleWorkers.scrub`, within `SVC_SCRUB_TIMEOUT`), not on the event loop.
  *
  * The reason is at most 1 000 characters (the API checks it), so it is
  * scanned here, in the request, not in the feedback worker pool that
@@ -23,8 +23,7 @@
  */
 import { Effect } from "effect"
 import { type Json, scrub } from "../feedback/Scrubber.ts"
-
-const NOTHING_KNOWN = { keyHashes: new Set<string>(), values: [] }
+import { NOTHING_KNOWN, responseScrubbed } from "./ResponseScrub.ts"
 
 /** `reason` with every recognizable secret replaced by `[REDACTED]`. */
 export const scrubReason = (reason: string): Effect.Effect<string> =>
@@ -34,6 +33,5 @@ export const scrubReason = (reason: string): Effect.Effect<string> =>
       Effect.map((result) => typeof result.value === "string" ? result.value : reason)
     )
 
-/** A decision's `response` with every recognizable secret replaced by `[REDACTED]`. */
-export const scrubResponse = (response: Json): Effect.Effect<Json> =>
-  Effect.promise(() => scrub(response, NOTHING_KNOWN)).pipe(Effect.map((result) => result.value))
+/** A decision's `response` scrubbed here, on the event loop (a decision's is scrubbed in a rule worker). */
+export const scrubResponse = (response: Json): Effect.Effect<Json> => Effect.promise(() => responseScrubbed(response))

@@ -5,8 +5,18 @@
  *
  * - a policy's rules for one step, all of them, within
  *   `SVC_APPROVAL_RULES_TIMEOUT` (the policy's total budget);
+ * - a policy's rules checked when it is stored (parsed, type-checked,
+ *   measured against the limits: `Rules.ts`) within
+ *   `SVC_ANSWER_VALIDATION_TIMEOUT`, as an answer schema: fifty rules at
+ *   the length and node limits held the event loop about 35 ms a write,
+ *   and eight writes at a time another organization's p95 past its bound;
  * - an edit's changed pointers and digest within
  *   `SVC_ANSWER_VALIDATION_TIMEOUT`, as its schema check;
+ * - a decision's response scrubbed of recognizable secrets within
+ *   `SVC_SCRUB_TIMEOUT`, as a correction's: on the event loop, one of
+ *   65 536 characters packed with secret-shaped text held it 15-50 ms
+ *   (`../feedback/Scrubber.ts`), eight of them another organization's
+ *   p95 past its bound;
  * - each worker is a child process (`../platform/ProcessWorker.ts`) whose
  *   heap is `SVC_APPROVAL_RULES_HEAP_MB`: whatever a rule builds (`split`,
  *   `map`, `cel.bind`, strings) stays inside it. A thread would not do:
@@ -26,6 +36,8 @@
  */
 import { Clock, Context, Data, Effect, Layer } from "effect"
 import { ValidationBusy } from "../api/Errors.ts"
+import type { PolicyRule } from "../api/Policies.ts"
+import type { Json as Document } from "../feedback/Scrubber.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { admitted } from "../platform/PoolFairness.ts"
@@ -33,7 +45,15 @@ import { startProcessWorker } from "../platform/ProcessWorker.ts"
 import { makeWorkerPool, type Outcome, runInPool } from "../platform/WorkerPool.ts"
 import { runsInProcess } from "./InProcessRules.ts"
 import type { RuleWorkerReply, RuleWorkerRequest } from "./rule-worker.ts"
-import { type CompiledRule, evaluate as evaluateHere, type RuleVerdict, type StepFacts, verdictOf } from "./Rules.ts"
+import {
+  type CompiledRule,
+  evaluate as evaluateHere,
+  type RuleLimits,
+  type RuleProblem,
+  type RuleVerdict,
+  type StepFacts,
+  verdictOf
+} from "./Rules.ts"
 
 type Request = RuleWorkerRequest extends infer R ? R extends { readonly id: number } ? Omit<R, "id"> : never : never
 type Json = Extract<RuleWorkerRequest, { op: "edit" }>["after"]
@@ -43,6 +63,8 @@ const WORKER_URL = siblingModule("./rule-worker.ts", import.meta.url)
 /** The phases of the pool's requests: each has its own deadline. */
 const RULES = 0
 const EDIT = 1
+const SCRUB = 2
+const CHECK = 3
 
 /**
  * A computation went over its time or memory budget: `limit` names the
@@ -80,6 +102,13 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
     before: Json,
     after: Json
   ) => Effect.Effect<{ readonly changed: ReadonlyArray<string>; readonly digest: string }, OverBudget | RuleWorkersBusy>
+  /** The first problem of a policy's rules (`compileRules`), or nothing: they may be stored. */
+  readonly check: (
+    orgId: string,
+    rules: ReadonlyArray<PolicyRule>
+  ) => Effect.Effect<RuleProblem | null, OverBudget | RuleWorkersBusy>
+  /** `response` with every recognizable secret replaced by `[REDACTED]` (`Reasons.ts`). */
+  readonly scrub: (orgId: string, response: Document) => Effect.Effect<Document, OverBudget | RuleWorkersBusy>
   /** Workers terminated and replaced so far (over budget, out of memory). */
   readonly replacedWorkers: () => number
 }>()("svc/approvals/RuleWorkers") {
@@ -95,7 +124,12 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
             clock,
             workers: settings.workers,
             timeoutMs: settings.timeoutMs,
-            phaseTimeoutsMs: [settings.timeoutMs, config.answerValidationTimeoutMs],
+            phaseTimeoutsMs: [
+              settings.timeoutMs,
+              config.answerValidationTimeoutMs,
+              config.scrubTimeoutMs,
+              config.answerValidationTimeoutMs
+            ],
             heapMb: settings.heapMb,
             queueCapacity: settings.queue,
             start: (script) => startProcessWorker(script, { heapMb: settings.heapMb })
@@ -187,7 +221,43 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
         )
       })
 
-      return RuleWorkers.of({ run: runRules, needsWorker, edit, replacedWorkers: pool.replacedWorkers })
+      const scrub = Effect.fn("RuleWorkers.scrub")(function*(orgId: string, document: Document) {
+        return yield* run(
+          orgId,
+          { op: "scrub", document },
+          SCRUB,
+          (outcome) =>
+            outcome._tag === "Reply" && outcome.reply._tag === "Scrubbed"
+              ? Effect.succeed(outcome.reply.document)
+              : outcome._tag === "Reply"
+              ? Effect.die(new Error(`a rule worker answered ${outcome.reply._tag} to a scrub`))
+              : Effect.fail(overBudget(outcome, "removing secrets from the response", {
+                limit: "SVC_SCRUB_TIMEOUT",
+                value: config.scrubTimeoutMs
+              }))
+        )
+      })
+
+      const { maxRules, maxLength, maxNodes, maxDepth } = settings
+      const limits: RuleLimits = { maxRules, maxLength, maxNodes, maxDepth }
+      const check = Effect.fn("RuleWorkers.check")(function*(orgId: string, rules: ReadonlyArray<PolicyRule>) {
+        return yield* run(
+          orgId,
+          { op: "check", rules, limits },
+          CHECK,
+          (outcome) =>
+            outcome._tag === "Reply" && outcome.reply._tag === "Checked"
+              ? Effect.succeed(outcome.reply.problem)
+              : outcome._tag === "Reply"
+              ? Effect.die(new Error(`a rule worker answered ${outcome.reply._tag} to a check`))
+              : Effect.fail(overBudget(outcome, "checking the policy's rules", {
+                limit: "SVC_ANSWER_VALIDATION_TIMEOUT",
+                value: config.answerValidationTimeoutMs
+              }))
+        )
+      })
+
+      return RuleWorkers.of({ run: runRules, needsWorker, edit, scrub, check, replacedWorkers: pool.replacedWorkers })
     })
   )
 }

@@ -1,7 +1,8 @@
 /**
- * Rules on arguments: a policy's ordered CEL conditions, compiled once when
- * the policy is stored or read into the process's cache, and evaluated on
- * each governed step before the class's settings.
+ * Rules on arguments: a policy's ordered CEL conditions, checked when the
+ * policy is stored (in a rule worker, `RuleWorkers.check`), compiled once
+ * when it is read into the process's cache, and evaluated on each governed
+ * step before the class's settings.
  *
  * The CEL implementation is `@marcbachmann/cel-js`: no dependencies, a type
  * checker over declared variables (`check`), parse and type errors carrying

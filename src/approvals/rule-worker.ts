@@ -1,7 +1,8 @@
 /**
- * A rule runner: evaluates a policy's rules on arguments for a step, and
- * computes what an edit changed and its digest, off the service's event
- * loop. `RuleWorkers` runs a few of these as child processes
+ * A rule runner: checks a policy's rules when it is stored, evaluates them
+ * on arguments for a step, computes what an edit changed and its digest,
+ * and scrubs a decision's response of recognizable secrets, off the
+ * service's event loop. `RuleWorkers` runs a few of these as child processes
  * (`../platform/ProcessWorker.ts`, `../platform/WorkerPool.ts`), gives each
  * request a deadline and kills a runner that misses it or runs out of heap,
  * so a rule or an edit that costs too much (a rule that builds lists and
@@ -10,9 +11,19 @@
  * the pool start it.
  */
 import { parentPort } from "node:worker_threads"
+import type { PolicyRule } from "../api/Policies.ts"
+import type { Json as Document } from "../feedback/Scrubber.ts"
 import { exitWithParent, reportProgress } from "../platform/ProcessChild.ts"
 import { argumentsDigest, changedPointers } from "./ArgumentsDiff.ts"
-import { evaluate, type Evaluation, programsOf, type StepFacts } from "./Rules.ts"
+import {
+  compileRules,
+  evaluate,
+  type Evaluation,
+  programsOf,
+  type RuleLimits,
+  type RuleProblem,
+  type StepFacts
+} from "./Rules.ts"
 
 type Json = Parameters<typeof changedPointers>[0]
 
@@ -32,10 +43,20 @@ export type RuleWorkerRequest =
     readonly progress?: Int32Array
   }
   | { readonly id: number; readonly op: "edit"; readonly before: Json; readonly after: Json }
+  | { readonly id: number; readonly op: "scrub"; readonly document: Document }
+  | {
+    readonly id: number
+    readonly op: "check"
+    readonly rules: ReadonlyArray<PolicyRule>
+    readonly limits: RuleLimits
+  }
 
 export type RuleWorkerReply =
   | { readonly id: number; readonly _tag: "Evaluated"; readonly evaluation: Evaluation }
   | { readonly id: number; readonly _tag: "Edited"; readonly changed: ReadonlyArray<string>; readonly digest: string }
+  | { readonly id: number; readonly _tag: "Scrubbed"; readonly document: Document }
+  /** What is wrong with a policy's rules (the first problem), or nothing. */
+  | { readonly id: number; readonly _tag: "Checked"; readonly problem: RuleProblem | null }
 
 /** The parent: a thread's port, or a child process's channel. */
 const port = parentPort ?? {
@@ -50,9 +71,25 @@ const mark = (request: Extract<RuleWorkerRequest, { op: "rules" }>, index: numbe
   else reportProgress(request.id, index)
 }
 
+/**
+ * The scrubber, loaded by the first response that needs it rather than when
+ * the runner starts: its ruleset takes a few hundred milliseconds to load,
+ * which would hold a runner's first rules past their deadline, and a runner
+ * replaced after a rule over budget starts without it.
+ */
+let scrubber: Promise<typeof import("./ResponseScrub.ts")> | undefined
+
 port.on("message", (request: RuleWorkerRequest) => {
   let reply: RuleWorkerReply
   switch (request.op) {
+    case "scrub": {
+      const { id, document } = request
+      scrubber ??= import("./ResponseScrub.ts")
+      void scrubber.then((module) => module.responseScrubbed(document)).then((scrubbed) =>
+        port.postMessage({ id, _tag: "Scrubbed", document: scrubbed })
+      )
+      return
+    }
     case "rules": {
       let evaluation: Evaluation
       let running = 0
@@ -69,6 +106,11 @@ port.on("message", (request: RuleWorkerRequest) => {
         evaluation = { failed: running, message }
       }
       reply = { id: request.id, _tag: "Evaluated", evaluation }
+      break
+    }
+    case "check": {
+      const compiled = compileRules(request.rules, request.limits)
+      reply = { id: request.id, _tag: "Checked", problem: compiled.ok ? null : compiled.problem }
       break
     }
     case "edit":

@@ -8,6 +8,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { BENCH_RULES } from "../../../bench/scenarios/steps.ts"
 import type { PolicyRule } from "../../../src/api/Policies.ts"
+import { scrubResponse } from "../../../src/approvals/Reasons.ts"
 import { compileRules, type RuleLimits } from "../../../src/approvals/Rules.ts"
 import { RuleWorkers } from "../../../src/approvals/RuleWorkers.ts"
 import { SvcConfig, svcConfig } from "../../../src/platform/Config.ts"
@@ -149,6 +150,49 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
         }),
       30_000
     )
+  })
+
+  describe("a policy's rules are checked in a worker when stored", () => {
+    it.effect(
+      "the worker finds the problem compiling them here finds, and none in good rules",
+      () =>
+        Effect.gen(function*() {
+          const workers = yield* RuleWorkers
+          const config = yield* SvcConfig
+          const good: ReadonlyArray<PolicyRule> = BENCH_RULES as ReadonlyArray<PolicyRule>
+          assert.isNull(yield* workers.check("org-a", good))
+          const cases: ReadonlyArray<ReadonlyArray<PolicyRule>> = [
+            [...good, { name: "typo", condition: "tool ==", result: { decision: "allow" } }],
+            [{ name: "regex", condition: "tool.matches('a+')", result: { decision: "allow" } }],
+            [{ name: "int", condition: "size(tool)", result: { decision: "allow" } }],
+            [{ name: "long", condition: `tool == '${"x".repeat(3000)}'`, result: { decision: "allow" } }]
+          ]
+          for (const rules of cases) {
+            const here = compileRules(rules, config.approvalRules)
+            assert.isFalse(here.ok)
+            assert.deepStrictEqual(yield* workers.check("org-a", rules), here.ok ? null : here.problem)
+          }
+        }),
+      30_000
+    )
+  })
+
+  describe("a decision's response is scrubbed in a worker", () => {
+    it.effect("secrets leave it as they would on the event loop, nothing else changes", () =>
+      Effect.gen(function*() {
+        const workers = yield* RuleWorkers
+        const key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+        const response = {
+          message: `use AWS_SECRET_ACCESS_KEY=${key} then retry`,
+          steps: ["ls", { token: "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB" }],
+          count: 3
+        }
+        const scrubbed = yield* workers.scrub("org-a", response)
+        assert.deepStrictEqual(scrubbed, yield* scrubResponse(response))
+        assert.notInclude(JSON.stringify(scrubbed), key)
+        assert.include(JSON.stringify(scrubbed), "[REDACTED]")
+        assert.deepStrictEqual(yield* workers.scrub("org-a", "nothing secret here"), "nothing secret here")
+      }), 30_000)
   })
 
   describe("rules proved cheap run on the event loop", () => {

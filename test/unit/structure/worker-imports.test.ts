@@ -12,13 +12,19 @@ import * as path from "node:path"
 
 const src = path.join(import.meta.dirname, "../../../src")
 
-/** Every worker thread's entry module: the files `new Worker` and `startWorker` are given. */
+/**
+ * Every worker's entry module (the files `new Worker`, `startWorker` and the
+ * forker are given, the forker's own) and what a worker imports when first
+ * needed (`rule-worker.ts`: the response scrubber).
+ */
 const ENTRIES = [
   "approvals/rule-worker.ts",
   "feedback/correction-worker.ts",
   "tasks/validation-worker.ts",
   "database/embedded/embedded-worker.ts",
-  "platform/compile-cached.ts"
+  "platform/compile-cached.ts",
+  "platform/process-forker.ts",
+  "approvals/ResponseScrub.ts"
 ]
 
 const reached = (entry: string): Set<string> => {
