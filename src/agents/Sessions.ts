@@ -282,7 +282,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
             EventRows.all(sql`
               SELECT e.seq::text AS seq, e.name, e.data FROM session_events e
               WHERE e.session_id = ${sessionId} AND e.seq > ${from} ORDER BY e.seq LIMIT ${STREAM_BATCH}
-            `),
+            `).pipe(Effect.map((rows) => ({ rows, held: false }))),
           keepAliveMs: config.sseKeepAliveMs,
           pollMs: config.ssePollMs
         })

@@ -190,16 +190,18 @@ export class ApprovalFeed extends Context.Service<ApprovalFeed, {
        * lower id). An event of a transaction that committed while an older
        * one still runs waits for it, briefly: approval transactions are one
        * statement or a few, so this takes milliseconds. After the last wait
-       * (about 0.4 s: a long transaction elsewhere in the database) what is
-       * final is answered, and the rest on a later read.
+       * (about 0.4 s: a long transaction elsewhere in the database, even in
+       * another database of the server, as transaction ids are the
+       * server's) what is final is answered and the rest is `held`: the
+       * stream reads again soon (`HELD_RETRY_MS`), not at its next poll.
        */
       const readFinal = (orgId: string, from: string) =>
         Effect.gen(function*() {
           for (let attempt = 0;; attempt++) {
             const rows = yield* readOnce(orgId, from)
             const final = rows.findIndex((row) => !row.final)
-            if (final === -1) return rows
-            if (attempt >= HORIZON_WAIT_MS.length) return rows.slice(0, final)
+            if (final === -1) return { rows, held: false }
+            if (attempt >= HORIZON_WAIT_MS.length) return { rows: rows.slice(0, final), held: true }
             yield* Effect.sleep(HORIZON_WAIT_MS[attempt]!)
           }
         })

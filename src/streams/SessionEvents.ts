@@ -131,14 +131,33 @@ export const sseFrame = (event: StoredEvent) => `id: ${event.seq}\nevent: ${even
 export const KEEP_ALIVE = ": keep-alive\n\n"
 
 /**
+ * What one read of a stream found: the events it may send now, in order, and
+ * whether later ones exist that it may not send yet (an approval stream's
+ * events wait for older transactions to finish, `approvals/OrgStream.ts`).
+ */
+export interface StreamRead {
+  readonly rows: ReadonlyArray<StoredEvent>
+  readonly held: boolean
+}
+
+/**
+ * The first wait before a stream reads again events it found held back; each
+ * further held read doubles it, up to the poll interval. Held events are sent
+ * a fraction of a second to a few seconds after what held them ends, not up
+ * to a whole poll interval later (no signal comes when it ends).
+ */
+export const HELD_RETRY_MS = 250
+
+/**
  * The frames of a session stream after event id `after`: stored events in
  * order, then live ones as they come, with a keep-alive comment after
  * `keepAliveMs` of silence. `read` runs at start, after each wake-up, and at
- * most every `pollMs` (or `keepAliveMs`) while idle.
+ * most every `pollMs` (or `keepAliveMs`) while idle; sooner while it finds
+ * events held back (`HELD_RETRY_MS`).
  */
 export const sessionFrames = (options: {
   readonly after: string
-  readonly read: (after: string) => Effect.Effect<ReadonlyArray<StoredEvent>>
+  readonly read: (after: string) => Effect.Effect<StreamRead>
   /** Resolves when there may be new events, or after `ms`. `seen` comes from `version`. */
   readonly wait: (seen: number, ms: number) => Effect.Effect<void>
   readonly version: Effect.Effect<number>
@@ -151,15 +170,19 @@ export const sessionFrames = (options: {
     readonly after: string
     readonly lastWrite: number
     readonly read: boolean
+    /** Consecutive reads that found events held back. */
+    readonly held: number
   }
   return Stream.unwrap(Effect.map(Clock.currentTimeMillis, (start) =>
     Stream.concat(
       Stream.make(": connected\n\n"),
-      Stream.paginate<State, string>({ after: options.after, lastWrite: start, read: true }, (state) =>
+      Stream.paginate<State, string>({ after: options.after, lastWrite: start, read: true, held: 0 }, (previous) =>
         Effect.gen(function*() {
           const seen = yield* options.version
+          let state = previous
           if (state.read) {
-            const rows = yield* options.read(state.after)
+            const { held, rows } = yield* options.read(state.after)
+            state = { ...state, held: held ? state.held + 1 : 0 }
             if (rows.length > 0) {
               const now = yield* Clock.currentTimeMillis
               // A short batch was everything up to `seen`; anything newer moved
@@ -167,7 +190,7 @@ export const sessionFrames = (options: {
               const more = rows.length >= options.batch
               return [
                 rows.map(sseFrame),
-                Option.some({ after: rows[rows.length - 1]!.seq, lastWrite: now, read: more })
+                Option.some({ ...state, after: rows[rows.length - 1]!.seq, lastWrite: now, read: more })
               ] as const
             }
           }
@@ -176,7 +199,10 @@ export const sessionFrames = (options: {
           if (silent >= options.keepAliveMs) {
             return [[KEEP_ALIVE], Option.some({ ...state, lastWrite: now, read: false })] as const
           }
-          yield* options.wait(seen, Math.min(options.keepAliveMs - silent, options.pollMs))
+          const poll = state.held === 0
+            ? options.pollMs
+            : Math.min(options.pollMs, HELD_RETRY_MS * 2 ** Math.min(state.held - 1, 16))
+          yield* options.wait(seen, Math.min(options.keepAliveMs - silent, poll))
           return [[], Option.some({ ...state, read: true })] as const
         }))
     )))
@@ -199,7 +225,7 @@ export const hubFrames = (hub: SessionHub["Service"], options: {
   readonly key: string
   readonly after: string
   readonly open: Effect.Effect<void, never, Scope.Scope>
-  readonly read: (after: string) => Effect.Effect<ReadonlyArray<StoredEvent>>
+  readonly read: (after: string) => Effect.Effect<StreamRead>
   readonly keepAliveMs: number
   readonly pollMs: number
 }): Stream.Stream<string> =>

@@ -475,5 +475,36 @@ layer(SvcTest.layer(), { excludeTestServices: true })("governed steps in one sta
           sse.close()
         }
       }))
+
+    it.effect("an event held back by an unrelated long transaction is streamed soon after it ends, without a wake-up", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const pg = yield* PgClient.PgClient
+        const org = yield* SvcTest.org()
+        const session = yield* org.client.agentSessions.create({ payload: {} })
+        const sse = yield* Effect.promise(() =>
+          openSse(`${svc.baseUrl}/v1/agent-approvals/events/stream`, { key: org.key })
+        )
+        try {
+          // A transaction with an id (any write, here none of svc's tables) outlives the step's wake-up.
+          yield* pg.withTransaction(Effect.gen(function*() {
+            yield* pg`SELECT pg_current_xact_id()::text AS id`
+            const response = yield* Effect.promise(() =>
+              fetch(`${svc.baseUrl}/v1/agent-sessions/${session.id}/steps`, {
+                method: "POST",
+                headers: { authorization: `Bearer ${org.key}`, "content-type": "application/json" },
+                body: JSON.stringify(step("held", "ask"))
+              })
+            )
+            assert.strictEqual(response.status, 200)
+            yield* Effect.sleep("1500 millis")
+          }))
+          // No signal comes when it ends: the stream reads again on its own, well before its 10 s poll.
+          const events = yield* Effect.promise(() => sse.events(1, 4_000))
+          assert.deepStrictEqual(events.map((e) => e.event), ["approval.requested"])
+        } finally {
+          sse.close()
+        }
+      }))
   })
 })

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Stream } from "effect"
+import { Clock, Deferred, Effect, Fiber, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import { KEEP_ALIVE, sessionFrames, type StoredEvent } from "../../../src/streams/SessionEvents.ts"
+import { HELD_RETRY_MS, KEEP_ALIVE, sessionFrames, type StoredEvent } from "../../../src/streams/SessionEvents.ts"
 
 /** An in-memory session: its events, a read counter and a versioned wake-up like `SessionHub`. */
 const fakeSession = () => {
@@ -24,7 +24,7 @@ const fakeSession = () => {
       read: (after: string) =>
         Effect.sync(() => {
           reads++
-          return events.filter((e) => Number(e.seq) > Number(after))
+          return { rows: events.filter((e) => Number(e.seq) > Number(after)), held: false }
         }),
       version: Effect.sync(() => version),
       wait: (seen: number, ms: number) =>
@@ -79,6 +79,36 @@ describe("session stream frames (TestClock)", () => {
       yield* TestClock.adjust("1 millis")
       assert.strictEqual(frames.at(-1), `id: 3\nevent: tool:succeeded\ndata: {"step_id":"b"}\n\n`)
       assert.strictEqual(session.reads(), readsBefore + 1)
+      yield* Fiber.interrupt(fiber)
+    }))
+
+  it.effect("events held back are read again after 250 ms, then at doubling waits, not at the next poll", () =>
+    Effect.gen(function*() {
+      const session = fakeSession()
+      yield* session.append("approval.approved", { approval_id: "a" })
+      // The event exists but is not final until the fourth read.
+      const times: Array<number> = []
+      let held = 3
+      const frames: Array<string> = []
+      const fiber = yield* sessionFrames({
+        after: "0",
+        ...session.source,
+        read: (after) =>
+          Effect.gen(function*() {
+            times.push(Number(yield* Clock.currentTimeMillis))
+            const read = yield* session.source.read(after)
+            return held-- > 0 ? { rows: [], held: true } : read
+          }),
+        keepAliveMs: 15_000,
+        pollMs: 10_000,
+        batch: 100
+      }).pipe(
+        Stream.runForEach((frame) => Effect.sync(() => frames.push(frame))),
+        Effect.forkChild
+      )
+      for (let ms = 0; ms < 2_000; ms += 50) yield* TestClock.adjust("50 millis")
+      assert.deepStrictEqual(times, [0, HELD_RETRY_MS, 3 * HELD_RETRY_MS, 7 * HELD_RETRY_MS])
+      assert.strictEqual(frames.at(-1), `id: 1\nevent: approval.approved\ndata: {"approval_id":"a"}\n\n`)
       yield* Fiber.interrupt(fiber)
     }))
 })
