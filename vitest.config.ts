@@ -4,9 +4,18 @@ import { SlowFirst } from "./test/support/sequencer.ts"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // The packaging test (npm run test:packages) packs and installs everything, and the
-    // hostile-tenant suite (npm run test:hostile) times one server alone: their own steps.
-    exclude: [...configDefaults.exclude, "test/packaging/**", "test/hostile/**"],
+    // Suites of their own, each a step of CI: the packaging test (npm run
+    // test:packages) packs and installs everything; the hostile-tenant suite
+    // (npm run test:hostile) times one server alone; svc as processes (npm
+    // run test:processes) and the console in Chromium (npm run test:browser)
+    // each take about a third of the CPU the rest takes.
+    exclude: [
+      ...configDefaults.exclude,
+      "test/packaging/**",
+      "test/hostile/**",
+      "test/processes/**",
+      "test/browser/**"
+    ],
     // A migrated database written once, that every in-process service on
     // PGlite starts as a copy of (test/support/global-setup.ts).
     globalSetup: ["test/support/global-setup.ts"],

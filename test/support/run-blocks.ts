@@ -25,16 +25,16 @@ export interface RunSection {
 export const RUN_SECTIONS: ReadonlyArray<RunSection> = [
   { page: "README.md", section: "Quick start", runner: "test/integration/foundation/readme.test.ts" },
   { page: "README.md", section: "Your first calls", runner: "test/integration/foundation/readme.test.ts" },
-  { page: "docs/operations.md", section: "The CLI", runner: "test/integration/foundation/operations-cli.test.ts" },
-  { page: "docs/approvals.md", section: "Governed steps", runner: "test/integration/agents/agent-examples.test.ts" },
-  { page: "docs/approvals.md", section: "The agent loop", runner: "test/integration/agents/agent-examples.test.ts" },
-  { page: "docs/approvals.md", section: "Policies", runner: "test/integration/agents/agent-examples.test.ts" },
+  { page: "docs/operations.md", section: "The CLI", runner: "test/processes/foundation/operations-cli.test.ts" },
+  { page: "docs/approvals.md", section: "Governed steps", runner: "test/processes/agents/agent-examples.test.ts" },
+  { page: "docs/approvals.md", section: "The agent loop", runner: "test/processes/agents/agent-examples.test.ts" },
+  { page: "docs/approvals.md", section: "Policies", runner: "test/processes/agents/agent-examples.test.ts" },
   {
     page: "docs/approvals.md",
     section: "Rules on arguments",
-    runner: "test/integration/agents/agent-examples.test.ts"
+    runner: "test/processes/agents/agent-examples.test.ts"
   },
-  { page: "docs/approvals.md", section: "Deciding", runner: "test/integration/agents/agent-examples.test.ts" }
+  { page: "docs/approvals.md", section: "Deciding", runner: "test/processes/agents/agent-examples.test.ts" }
 ]
 
 /** Languages of blocks that are commands or requests. */

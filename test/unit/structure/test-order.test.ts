@@ -40,7 +40,7 @@ describe("the order of a first run", () => {
 
   it("a file not recorded is placed by what it does: one that starts processes or a browser among the long files", () => {
     const files = [
-      "test/integration/foundation/liveness.test.ts",
+      "test/processes/foundation/liveness.test.ts",
       "test/integration/telemetry/export.test.ts",
       "test/unit/structure/test-order.test.ts",
       "test/browser/signin.test.ts"
@@ -52,7 +52,7 @@ describe("the order of a first run", () => {
     assert.strictEqual(weightOf(files[3]!), 0)
     const order = firstRunOrder(files, { "test/integration/telemetry/export.test.ts": 10 })
     assert.isBelow(
-      at(order, "test/integration/foundation/liveness.test.ts"),
+      at(order, "test/processes/foundation/liveness.test.ts"),
       at(order, "test/integration/telemetry/export.test.ts")
     )
     assert.isBelow(

@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto"
 import { Database } from "../../../src/database/Database.ts"
 import { UNSETTLED_PER_TARGET } from "../../../src/deliveries/worker/Admission.ts"
 import { PER_ENDPOINT } from "../../../src/notifications/send/Sender.ts"
+import { type EventBody, eventBody } from "../../integration/webhooks/support.ts"
 import { onServerRun } from "../../support/databases.ts"
 import { eventually } from "../../support/http.ts"
 import { HttpsReceiver, Reply } from "../../support/HttpsReceiver.ts"
@@ -25,7 +26,6 @@ import {
   startServers
 } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
-import { type EventBody, eventBody } from "./support.ts"
 
 const json = (stdout: string) => JSON.parse(stdout.trim().split("\n").at(-1)!)
 

@@ -11,10 +11,10 @@ import * as https from "node:https"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SvcTest } from "../../../src/testing.ts"
+import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../../integration/webhooks/support.ts"
 import { eventually } from "../../support/http.ts"
 import { compileCache, root } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
-import { eventBody, insertEvents, waitForDeliveries, webhookService } from "./support.ts"
 
 const startReceiver = (env: Record<string, string>) =>
   Effect.acquireRelease(
