@@ -252,8 +252,8 @@ const Detail = (
                         <tr key={change.path} class={change.kind}>
                           <td data-label="Path"><code>{change.path}</code></td>
                           <td data-label="Change">{change.kind}</td>
-                          <td data-label="Original"><code>{"before" in change ? JSON.stringify(change.before) : ""}</code></td>
-                          <td data-label="Correction"><code>{"after" in change ? JSON.stringify(change.after) : ""}</code></td>
+                          <td data-label="Original">{"before" in change && <code>{JSON.stringify(change.before)}</code>}</td>
+                          <td data-label="Correction">{"after" in change && <code>{JSON.stringify(change.after)}</code>}</td>
                         </tr>
                       ))}
                     </tbody>
