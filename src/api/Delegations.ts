@@ -41,17 +41,24 @@ export const Delegation = Schema.Struct({
   delegate: Reviewer,
   starts_at: Timestamp,
   ends_at: Timestamp,
-  ended_at: Schema.NullOr(Timestamp).annotate({ description: "When the delegator ended it early; null otherwise" })
+  ended_at: Schema.NullOr(Timestamp).annotate({ description: "When the delegator ended it early; null otherwise" }),
+  key_names: Schema.optionalKey(
+    Schema.Record(Schema.String, Schema.String).annotate({
+      description:
+        "The names of the API keys it names (`delegator`, `delegate`), by key id, so a person without `keys.manage` reads who they are; only keys of the organization, never their material; keys without a name are left out. Absent when there are none"
+    })
+  )
 })
 export type Delegation = typeof Delegation.Type
 
 const delegationExample = {
   delegation_id: "0193b7a2-6f1e-7c3a-9a55-2f4e8c1d0b18",
   delegator: { console_user: "ana" },
-  delegate: { console_user: "ben" },
+  delegate: { key_id: "0193b7a2-9c41-7d02-8e6b-5a3f1c2d4e60" },
   starts_at: "2026-11-23T00:00:00.000Z",
   ends_at: "2026-11-30T00:00:00.000Z",
-  ended_at: null
+  ended_at: null,
+  key_names: { "0193b7a2-9c41-7d02-8e6b-5a3f1c2d4e60": "night-shift" }
 }
 
 /** `POST /v1/reviewer-delegations`. */
@@ -67,7 +74,7 @@ export const delegateEndpoint = HttpApiEndpoint.post("delegate", "/v1/reviewer-d
   documented({
     summary: "Delegate reviewing",
     request: {
-      delegate: { console_user: "ben" },
+      delegate: { key_id: "0193b7a2-9c41-7d02-8e6b-5a3f1c2d4e60" },
       starts_at: "2026-11-23T00:00:00Z",
       ends_at: "2026-11-30T00:00:00Z"
     },

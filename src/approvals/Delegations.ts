@@ -28,14 +28,29 @@ const DelegationRows = rowsOf("reviewer_delegations", DelegationRow)
 
 const DELEGATION_COLUMNS = "id, delegator, delegate, starts_at, ends_at, ended_at"
 
-const toDelegation = (row: typeof DelegationRow.Type): Delegation => ({
-  delegation_id: row.id,
-  delegator: reviewerOf(row.delegator),
-  delegate: reviewerOf(row.delegate),
-  starts_at: row.starts_at,
-  ends_at: row.ends_at,
-  ended_at: row.ended_at
-})
+const KeyNameRows = rowsOf("api_keys", Schema.Struct({ id: Schema.String, name: Schema.String }))
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** The API keys (by id) a delegation names as delegator or delegate; console persons are not keys. */
+const keyIdsOf = (row: typeof DelegationRow.Type) =>
+  [row.delegator, row.delegate].filter((decider) => UUID.test(decider))
+
+const toDelegation = (row: typeof DelegationRow.Type, names: ReadonlyMap<string, string>): Delegation => {
+  const named = keyIdsOf(row).flatMap((id) => {
+    const name = names.get(id)
+    return name === undefined ? [] : [[id, name] as const]
+  })
+  return {
+    delegation_id: row.id,
+    delegator: reviewerOf(row.delegator),
+    delegate: reviewerOf(row.delegate),
+    starts_at: row.starts_at,
+    ends_at: row.ends_at,
+    ended_at: row.ended_at,
+    ...(named.length === 0 ? {} : { key_names: Object.fromEntries(named) })
+  }
+}
 
 export class Delegations extends Context.Service<Delegations, {
   /** `actor` delegates their reviewing to `input.delegate` for the window it gives. */
@@ -54,6 +69,25 @@ export class Delegations extends Context.Service<Delegations, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const config = yield* SvcConfig
+
+      /**
+       * The delegations with the names of the keys they name: one read of
+       * the organization's named keys among them (a person deciding reads
+       * who a key is without `keys.manage`; only the name, never the key).
+       */
+      const named = Effect.fn("Delegations.named")(
+        function*(orgId: string, rows: ReadonlyArray<typeof DelegationRow.Type>) {
+          const ids = [...new Set(rows.flatMap(keyIdsOf))]
+          const found = ids.length === 0 ? [] : yield* KeyNameRows.all(sql`
+            SELECT id::text AS id, name FROM api_keys
+            WHERE org_id = ${orgId} AND name IS NOT NULL AND id IN ${sql.in(ids)}
+          `)
+          const names = new Map(found.map((key) => [key.id, key.name]))
+          return rows.map((row) => toDelegation(row, names))
+        }
+      )
+      const namedOne = (orgId: string, row: typeof DelegationRow.Type) =>
+        Effect.map(named(orgId, [row]), (delegations) => delegations[0]!)
 
       const delegate = Effect.fn("Delegations.delegate")(
         function*(orgId: string, actor: string, input: DelegationInput) {
@@ -91,7 +125,7 @@ export class Delegations extends Context.Service<Delegations, {
             RETURNING ${sql.literal(DELEGATION_COLUMNS)}
           `)
           })).pipe(Effect.catchTag("SqlError", Effect.die))
-          return toDelegation(row)
+          return yield* namedOne(orgId, row)
         }
       )
 
@@ -100,7 +134,7 @@ export class Delegations extends Context.Service<Delegations, {
           SELECT ${sql.literal(DELEGATION_COLUMNS)} FROM reviewer_delegations
           WHERE org_id = ${orgId} AND ended_at IS NULL AND ends_at > now() ORDER BY starts_at, id
         `)
-        return rows.map(toDelegation)
+        return yield* named(orgId, rows)
       })
 
       const endDelegation = Effect.fn("Delegations.end")(
@@ -110,13 +144,13 @@ export class Delegations extends Context.Service<Delegations, {
           WHERE id = ${delegationId} AND org_id = ${orgId} AND delegator = ${actor} AND ended_at IS NULL AND ends_at > now()
           RETURNING ${sql.literal(DELEGATION_COLUMNS)}
         `)
-          if (ended !== undefined) return toDelegation(ended)
+          if (ended !== undefined) return yield* namedOne(orgId, ended)
           const row = yield* DelegationRows.one(sql`
           SELECT ${sql.literal(DELEGATION_COLUMNS)} FROM reviewer_delegations
           WHERE id = ${delegationId} AND org_id = ${orgId} AND delegator = ${actor}
         `)
           if (row === undefined) return yield* new NotFound({ detail: "No such delegation of the caller." })
-          return toDelegation(row)
+          return yield* namedOne(orgId, row)
         }
       )
 

@@ -7,12 +7,12 @@ import { Effect } from "effect"
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { Reply } from "../support/HttpsReceiver.ts"
 import { decodeOtlp } from "../support/Otlp.ts"
+import { assertControlsInView, screenshots } from "./layout.ts"
 import {
   checkAccessibility,
   describeBrowser,
   type Guarded,
   screenshot,
-  screenshots,
   signIn,
   startWorld,
   until,
@@ -125,7 +125,7 @@ describeBrowser("Webhooks", () => {
     await row.waitFor()
     assert.include(await row.textContent(), "failed")
     await checkAccessibility(page, "the delivery log")
-    await screenshot(page, "webhooks-deliveries")
+    await screenshots(page, "webhooks-deliveries")
 
     receiver.respond(() => Reply.ok())
     const before = receiver.requests().length
@@ -226,6 +226,7 @@ describeBrowser("Webhooks", () => {
     await phone.page.goto(page.url())
     const phoneCard = phone.page.getByRole("listitem", { name: created.body.endpoint.url_hint })
     await phoneCard.getByRole("row", { name: new RegExp(approvals[1]!) }).waitFor()
+    await assertControlsInView(phone.page, "the searched delivery log")
     await screenshot(phone.page, "webhooks-delivery-search-phone")
     await phone.done()
 
@@ -334,7 +335,7 @@ describeBrowser("Telemetry", () => {
     const failed = card.getByRole("row").filter({ hasText: "failed" }).first()
     await failed.waitFor({ timeout: 20_000 })
     await checkAccessibility(page, "the telemetry destination")
-    await screenshot(page, "telemetry")
+    await screenshots(page, "telemetry")
     collector.respond(() => Reply.ok())
     const before = collector.requests().length
     await failed.getByRole("button", { name: "Replay" }).click()

@@ -7,7 +7,8 @@ import crypto from "node:crypto"
 import * as fs from "node:fs"
 import type { Page } from "playwright-core"
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, type World } from "./support.ts"
+import { screenshots } from "./layout.ts"
+import { checkAccessibility, describeBrowser, signIn, startWorld, type World } from "./support.ts"
 
 let world: World
 
@@ -60,7 +61,7 @@ describeBrowser("Promote: download a version as JSON Lines", () => {
     const fromList = versions.getByRole("link", { name: "Download version 2 as JSON Lines" })
     await fromList.waitFor()
     await checkAccessibility(page, "the promote screen with its versions")
-    await screenshot(page, "export-promote")
+    await screenshots(page, "export-promote")
 
     const first = await downloadVia(page, fromNotice)
     assert.match(first.name, /^dataset-[0-9a-f-]{36}-v2\.jsonl$/)

@@ -7,7 +7,8 @@
  * made another.
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, screenshots, signIn, startWorld, type World } from "./support.ts"
+import { screenshots } from "./layout.ts"
+import { checkAccessibility, describeBrowser, signIn, startWorld, type World } from "./support.ts"
 
 let world: World
 

@@ -7,6 +7,7 @@
  */
 import type { Page } from "playwright-core"
 import { afterAll, assert, beforeAll, it } from "vitest"
+import { assertControlsInView } from "./layout.ts"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
@@ -163,6 +164,7 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
       await signIn(view.page, await world.link("admin", "Ada Admin"))
       await view.page.goto(`${world.baseUrl}/console/policies`)
       await view.page.getByRole("link", { name: ACTION_CLASS }).waitFor()
+      await assertControlsInView(view.page, `${name}-list`)
       await screenshot(view.page, `${name}-list`)
       await view.page.goto(`${world.baseUrl}/console/policies?class=${ACTION_CLASS}`)
       await view.page.getByRole("group", { name: "Position 1: large" }).waitFor()

@@ -5,6 +5,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, it } from "vitest"
+import { assertControlsInView } from "./layout.ts"
 import {
   checkAccessibility,
   describeBrowser,
@@ -193,6 +194,7 @@ describeBrowser("Review", () => {
       const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor)
       assert.strictEqual(background, colorScheme === "dark" ? "rgb(15, 18, 22)" : "rgb(255, 255, 255)")
       await checkAccessibility(page, name)
+      await assertControlsInView(page, name)
       await screenshot(page, name)
       await done()
     }

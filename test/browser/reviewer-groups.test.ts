@@ -11,10 +11,12 @@
  */
 import type { Page } from "playwright-core"
 import { afterAll, assert, beforeAll, it } from "vitest"
+import { assertControlsInView, screenshots } from "./layout.ts"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
 let keyId: string
+let nightKey: string
 
 const settings = { mode: "require_approval", review_seconds: 600, expiring_notice_seconds: 0, timeout_action: "reject" }
 
@@ -23,6 +25,7 @@ beforeAll(async () => {
   const key = await world.api("POST", "/v1/api-keys", { name: "night-shift", scopes: ["approvals.decide"] })
   assert.strictEqual(key.status, 201, JSON.stringify(key.body))
   keyId = key.body.api_key.id
+  nightKey = key.body.key
 })
 afterAll(async () => {
   await world?.close()
@@ -164,7 +167,13 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await done()
   })
 
-  it("delegates to someone else for a window, lists it, refuses a delegation to oneself, and ends it", async () => {
+  it("delegates to someone else for a window, lists it by names, refuses a delegation to oneself, and ends it", async () => {
+    // A key's delegation, named by the key's name (which the API gives with it), not only by its id.
+    const fromKey = await world.api("POST", "/v1/reviewer-delegations", {
+      delegate: { console_user: "Ada Admin" },
+      ends_at: new Date(Date.now() + 86_400_000).toISOString()
+    }, nightKey)
+    assert.strictEqual(fromKey.status, 200, JSON.stringify(fromKey.body))
     const { page, done } = await world.open()
     await signIn(page, await world.link("admin", "Ada Admin"))
     await openReviewers(page)
@@ -197,7 +206,15 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await page.getByRole("status").filter({ hasText: "Delegated to Ben Backup until" }).waitFor()
     const row = page.getByRole("table", { name: "Delegations" }).getByRole("row").filter({ hasText: "Ben Backup" })
     await row.getByText("Ada Admin").waitFor()
-    const listed = (await world.api("GET", "/v1/reviewer-delegations")).body.delegations
+    const keyRow = page.getByRole("table", { name: "Delegations" }).getByRole("row").filter({ hasText: keyId })
+    assert.strictEqual(
+      (await keyRow.getByRole("cell").first().textContent())?.replace(/\s+/g, " ").trim(),
+      `night-shift (API key)${keyId}`,
+      "the key by its name, then its id"
+    )
+    const listed = (await world.api("GET", "/v1/reviewer-delegations")).body.delegations.filter((
+      d: { delegation_id: string }
+    ) => d.delegation_id !== fromKey.body.delegation_id)
     assert.deepStrictEqual(listed.map((d: { delegator: unknown; delegate: unknown }) => [d.delegator, d.delegate]), [[{
       console_user: "Ada Admin"
     }, { console_user: "Ben Backup" }]])
@@ -206,8 +223,15 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
       true
     )
     await checkAccessibility(page, "a delegation")
-    await screenshot(page, "reviewers-delegation")
+    await screenshots(page, "reviewers-delegation")
 
+    const keyEnds = await world.api(
+      "POST",
+      `/v1/reviewer-delegations/${fromKey.body.delegation_id}/end`,
+      undefined,
+      nightKey
+    )
+    assert.strictEqual(keyEnds.status, 200, JSON.stringify(keyEnds.body))
     await row.getByRole("button", { name: "End delegation to Ben Backup" }).click()
     await page.getByRole("dialog", { name: "End this delegation now?" }).getByRole("button", { name: "End delegation" })
       .click()
@@ -277,6 +301,7 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
       )
       assert.isAtMost(overflow, 0, "nothing wider than the window")
       await checkAccessibility(view.page, `the Reviewers screen (${name})`)
+      await assertControlsInView(view.page, name)
       await screenshot(view.page, name)
       await view.done()
     }

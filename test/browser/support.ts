@@ -346,36 +346,3 @@ export const until = async <A>(
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
-
-/**
- * Full-page screenshots of the current screen at 1280 and 390 px wide, in
- * the light and the dark scheme (`<name>-<width>-<scheme>.png`), into
- * `SVC_SHOTS_DIR` when set (to look at them outside the checkout), else
- * the screenshot directory. The page is left at 1280 px, light.
- */
-export const screenshots = async (page: Page, name: string) => {
-  const dir = process.env.SVC_SHOTS_DIR ?? screenshotDir
-  fs.mkdirSync(dir, { recursive: true })
-  for (const colorScheme of ["light", "dark"] as const) {
-    for (const width of [1280, 390]) {
-      await page.emulateMedia({ colorScheme })
-      await page.setViewportSize({ width, height: 900 })
-      // Nothing may push the page wider than the screen (a table scrolls inside its own box).
-      const wide = await page.evaluate(() => document.documentElement.scrollWidth)
-      const culprits = wide <= width ? [] : await page.evaluate((limit) =>
-        [...document.querySelectorAll("body *")]
-          .filter((node) => node.getBoundingClientRect().right > limit && !node.parentElement?.closest(".table-wrap"))
-          .concat([...document.querySelectorAll(".table-wrap")].filter((node) =>
-            node.scrollWidth > node.clientWidth && getComputedStyle(node).overflowX !== "auto"
-          ))
-          .slice(-3)
-          .map((node) =>
-            `${node.tagName.toLowerCase()}.${node.className}: ${node.textContent?.slice(0, 60)}`
-          ), width)
-      assert.isAtMost(wide, width, `${name} is ${wide} px wide at ${width} px: ${culprits.join("; ")}`)
-      await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
-    }
-  }
-  await page.emulateMedia({ colorScheme: "light" })
-  await page.setViewportSize({ width: 1280, height: 900 })
-}

@@ -10,7 +10,8 @@
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { Reply } from "../support/HttpsReceiver.ts"
-import { checkAccessibility, describeBrowser, screenshots, signIn, startWorld, until, type World } from "./support.ts"
+import { screenshots } from "./layout.ts"
+import { checkAccessibility, describeBrowser, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
 

@@ -71,12 +71,12 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
                   <tbody>
                     {value.keys.map((key) => (
                       <tr key={key.id}>
-                        <td>{key.name ?? <span class="muted">unnamed</span>}<code class="key-id">{key.id}</code></td>
-                        <td><code class="prefix">{key.key_prefix}…</code></td>
-                        <td>{key.scopes.join(", ")}</td>
-                        <td><Time iso={key.created_at} /></td>
-                        <td>{createdBy(key.created_by, value.keys)}</td>
-                        <td>
+                        <td data-label="Name and id">{key.name ?? <span class="muted">unnamed</span>}<code class="key-id">{key.id}</code></td>
+                        <td data-label="Key"><code class="prefix">{key.key_prefix}…</code></td>
+                        <td data-label="Scopes">{key.scopes.join(", ")}</td>
+                        <td data-label="Created"><Time iso={key.created_at} /></td>
+                        <td data-label="Created by">{createdBy(key.created_by, value.keys)}</td>
+                        <td class="row-action">
                           {key.revoked_at
                             ? <span class="muted">revoked</span>
                             : <button type="button" class="danger" aria-label={`Revoke key ${key.name ?? key.key_prefix}`} onClick={() => setPending({ kind: "key", key })}>Revoke</button>}
@@ -97,12 +97,12 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
               <tbody>
                 {value.sessions.map((item) => (
                   <tr key={item.id}>
-                    <td>{item.person}{item.current && <span class="muted"> (this session)</span>}</td>
-                    <td>{item.preset}</td>
-                    <td><Time iso={item.created_at} /></td>
-                    <td><Time iso={item.last_seen_at} /></td>
-                    <td><Time iso={item.expires_at} /></td>
-                    <td>
+                    <td data-label="Person">{item.person}{item.current && <span class="muted"> (this session)</span>}</td>
+                    <td data-label="Preset">{item.preset}</td>
+                    <td data-label="Signed in"><Time iso={item.created_at} /></td>
+                    <td data-label="Last seen"><Time iso={item.last_seen_at} /></td>
+                    <td data-label="Ends"><Time iso={item.expires_at} /></td>
+                    <td class="row-action">
                       <button type="button" class="danger" aria-label={`Revoke session of ${item.person}`} onClick={() => setPending({ kind: "session", session: item })}>Revoke</button>
                     </td>
                   </tr>

@@ -55,18 +55,18 @@ export const History = ({ closedCount }: { closedCount: number }) => {
           <tbody>
             {items.map((item) => (
               <tr key={item.approval_id}>
-                <td>{item.tool} <span class="muted">· {item.action_class}</span><br /><span class="id">step {item.step_id}</span></td>
-                <td>{item.task_name ?? <span class="muted">none</span>}</td>
-                <td>
+                <td data-label="Tool">{item.tool} <span class="muted">· {item.action_class}</span><br /><span class="id">step {item.step_id}</span></td>
+                <td data-label="Task">{item.task_name ?? <span class="muted">none</span>}</td>
+                <td data-label="Outcome">
                   <span class={`badge ${item.status === "approved" ? "delivered" : item.status === "rejected" ? "rejected" : "warning"}`}>
                     {item.status}
                   </span>
                   {item.status === "expired" && <span class="muted"> · {item.timeout_action === "allow" ? "allowed" : "rejected"} by timeout</span>}
                 </td>
-                <td>{item.status === "expired" && (item.votes ?? []).length === 0 ? <span class="muted">nobody</span> : <Who item={item} />}</td>
-                <td><Time iso={item.status === "expired" ? item.expires_at : item.decided_at} /></td>
-                <td class="why">{item.decision_reason ?? <span class="muted">—</span>}</td>
-                <td class="record"><Record item={item} /></td>
+                <td data-label="Who">{item.status === "expired" && (item.votes ?? []).length === 0 ? <span class="muted">nobody</span> : <Who item={item} />}</td>
+                <td data-label="When"><Time iso={item.status === "expired" ? item.expires_at : item.decided_at} /></td>
+                <td class="why" data-label="Why">{item.decision_reason ?? <span class="muted">—</span>}</td>
+                <td class="record" data-label="Record"><Record item={item} /></td>
               </tr>
             ))}
           </tbody>

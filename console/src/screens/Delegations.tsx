@@ -6,6 +6,7 @@
 import { Exit } from "effect"
 import { useState } from "preact/hooks"
 import type { ConsoleSession } from "../../../src/api/Console.ts"
+import type { Reviewer } from "../../../src/api/Deciders.ts"
 import { type Delegation, MAX_DELEGATION_DAYS } from "../../../src/api/Delegations.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
@@ -19,6 +20,29 @@ const endAtom = SvcApi.mutation("reviewers", "endDelegation")
 
 const isOwn = (delegation: Delegation, session: ConsoleSession) => delegation.delegator.console_user === session.person
 
+/**
+ * A delegation's person in words: a console person by name, an API key by
+ * the name the delegation carries for it (`key_names`: the API names the
+ * organization's keys to anyone who may delegate), else by its id.
+ */
+const personText = (reviewer: Reviewer, names: Delegation["key_names"]): string => {
+  if (reviewer.console_user !== undefined) return reviewer.console_user
+  const name = names?.[reviewer.key_id ?? ""]
+  return name === undefined ? reviewerText(reviewer) : `${name} (API key)`
+}
+
+/** The same, in a table cell: a key's name, then its id to match it elsewhere. */
+const Person = ({ reviewer, names }: { reviewer: Reviewer; names: Delegation["key_names"] }) => {
+  if (reviewer.console_user !== undefined) return <>{reviewer.console_user}</>
+  const name = names?.[reviewer.key_id ?? ""]
+  return (
+    <>
+      {name === undefined ? "API key" : <><strong>{name}</strong> (API key)</>}
+      <code class="key-id">{reviewer.key_id}</code>
+    </>
+  )
+}
+
 export const Delegations = (
   { session, keyChoices, onNotice }: { session: ConsoleSession; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
 ) => {
@@ -30,7 +54,7 @@ export const Delegations = (
     const exit = await end.run({ params: { delegation_id: ending.delegation_id }, reactivityKeys: ["delegations"] })
     setEnding(undefined)
     onNotice(Exit.isSuccess(exit)
-      ? { tone: "success", text: `Delegation to ${reviewerText(ending.delegate)} ended: from now on they decide only what they could before.` }
+      ? { tone: "success", text: `Delegation to ${personText(ending.delegate, ending.key_names)} ended: from now on they decide only what they could before.` }
       : { tone: "error", text: `Could not end the delegation: ${describeProblem(problemOf(exit.cause))}` })
   }
   return (
@@ -60,14 +84,14 @@ export const Delegations = (
                   <tbody>
                     {value.delegations.map((delegation) => (
                       <tr key={delegation.delegation_id}>
-                        <td>{reviewerText(delegation.delegator)}{isOwn(delegation, session) && <span class="muted"> (you)</span>}</td>
-                        <td>{reviewerText(delegation.delegate)}</td>
-                        <td><Time iso={delegation.starts_at} /></td>
-                        <td><Time iso={delegation.ends_at} /></td>
-                        <td>
+                        <td data-label="From"><Person reviewer={delegation.delegator} names={delegation.key_names} />{isOwn(delegation, session) && <span class="muted"> (you)</span>}</td>
+                        <td data-label="To"><Person reviewer={delegation.delegate} names={delegation.key_names} /></td>
+                        <td data-label="Starts"><Time iso={delegation.starts_at} /></td>
+                        <td data-label="Ends"><Time iso={delegation.ends_at} /></td>
+                        <td class="row-action">
                           {isOwn(delegation, session)
                             ? (
-                              <button type="button" class="danger" aria-label={`End delegation to ${reviewerText(delegation.delegate)}`} onClick={() => setEnding(delegation)}>
+                              <button type="button" class="danger" aria-label={`End delegation to ${personText(delegation.delegate, delegation.key_names)}`} onClick={() => setEnding(delegation)}>
                                 End
                               </button>
                             )
@@ -89,7 +113,7 @@ export const Delegations = (
         onCancel={() => setEnding(undefined)}
         onConfirm={confirmEnd}
       >
-        <p>{ending ? `${reviewerText(ending.delegate)} stops deciding in your place at once.` : ""}</p>
+        <p>{ending ? `${personText(ending.delegate, ending.key_names)} stops deciding in your place at once.` : ""}</p>
       </Confirm>
     </section>
   )
@@ -120,7 +144,7 @@ const NewDelegation = (
         if (Exit.isSuccess(exit)) {
           setWho("")
           setStarts("")
-          return onNotice({ tone: "success", text: `Delegated to ${reviewerText(exit.value.delegate)} until ${formatTime(exit.value.ends_at)}.` })
+          return onNotice({ tone: "success", text: `Delegated to ${personText(exit.value.delegate, exit.value.key_names)} until ${formatTime(exit.value.ends_at)}.` })
         }
         setIssues(problemIssues(problemOf(exit.cause), describeProblem))
       }}

@@ -160,15 +160,15 @@ export const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpo
                   <tbody>
                     {rows.map((delivery: NotificationDelivery) => (
                       <tr key={delivery.id}>
-                        <td>{delivery.label ?? delivery.event_id}</td>
-                        <td><span class={`badge ${delivery.status}`}>{delivery.status}</span></td>
-                        <td>{delivery.status_code ?? "—"}</td>
-                        <td>{delivery.attempts}</td>
-                        <td>{delivery.replays}</td>
-                        <td>{delivery.last_error ?? "—"}</td>
-                        <td><Time iso={delivery.created_at} /></td>
-                        <td><Time iso={delivery.finished_at} /></td>
-                        <td>
+                        <td data-label="Event">{delivery.label ?? delivery.event_id}</td>
+                        <td data-label="Status"><span class={`badge ${delivery.status}`}>{delivery.status}</span></td>
+                        <td data-label="HTTP">{delivery.status_code ?? "—"}</td>
+                        <td data-label="Attempts">{delivery.attempts}</td>
+                        <td data-label="Replays">{delivery.replays}</td>
+                        <td data-label="Last error">{delivery.last_error ?? "—"}</td>
+                        <td data-label="Created"><Time iso={delivery.created_at} /></td>
+                        <td data-label="Finished"><Time iso={delivery.finished_at} /></td>
+                        <td class="row-action">
                           {delivery.status === "failed" && !(delivery.label ?? "").startsWith("test ") && (
                             <button
                               type="button"

@@ -76,10 +76,10 @@ const PolicyList = ({ policies }: { policies: ReadonlyArray<Policy> }) => {
               <tbody>
                 {policies.map((policy) => (
                   <tr key={policy.action_class}>
-                    <td><a href={`/console/policies?class=${encodeURIComponent(policy.action_class)}`}>{policy.action_class}</a></td>
-                    <td>{policy.mode}</td>
-                    <td>{ruleCount(policy)}</td>
-                    <td><Time iso={policy.updated_at} /></td>
+                    <td data-label="Action class"><a href={`/console/policies?class=${encodeURIComponent(policy.action_class)}`}>{policy.action_class}</a></td>
+                    <td data-label="Mode">{policy.mode}</td>
+                    <td data-label="Rules">{ruleCount(policy)}</td>
+                    <td data-label="Updated"><Time iso={policy.updated_at} /></td>
                   </tr>
                 ))}
               </tbody>

@@ -201,10 +201,10 @@ const Versions = ({ taskId }: { taskId: string }) => {
                 <tbody>
                   {[...value.datasets].reverse().map((dataset) => (
                     <tr key={dataset.id}>
-                      <td>{dataset.version}</td>
-                      <td>{dataset.example_count}</td>
-                      <td><Time iso={dataset.created_at} /></td>
-                      <td><Download datasetId={dataset.id} version={dataset.version} /></td>
+                      <td data-label="Version">{dataset.version}</td>
+                      <td data-label="Examples">{dataset.example_count}</td>
+                      <td data-label="Created"><Time iso={dataset.created_at} /></td>
+                      <td data-label="JSON Lines"><Download datasetId={dataset.id} version={dataset.version} /></td>
                     </tr>
                   ))}
                 </tbody>

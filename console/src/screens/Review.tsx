@@ -250,10 +250,10 @@ const Detail = (
                     <tbody>
                       {changes.map((change) => (
                         <tr key={change.path} class={change.kind}>
-                          <td><code>{change.path}</code></td>
-                          <td>{change.kind}</td>
-                          <td><code>{"before" in change ? JSON.stringify(change.before) : ""}</code></td>
-                          <td><code>{"after" in change ? JSON.stringify(change.after) : ""}</code></td>
+                          <td data-label="Path"><code>{change.path}</code></td>
+                          <td data-label="Change">{change.kind}</td>
+                          <td data-label="Original">{"before" in change && <code>{JSON.stringify(change.before)}</code>}</td>
+                          <td data-label="Correction">{"after" in change && <code>{JSON.stringify(change.after)}</code>}</td>
                         </tr>
                       ))}
                     </tbody>

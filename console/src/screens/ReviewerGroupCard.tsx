@@ -93,12 +93,12 @@ export const GroupCard = (
                   const who = reviewerText(member)
                   return (
                     <tr key={who}>
-                      <td>
+                      <td data-label="Member">
                         {member.console_user !== undefined
                           ? <>{member.console_user} <span class="muted">(console person)</span></>
                           : <KeyMember id={member.key_id ?? ""} named={keyChoices} />}
                       </td>
-                      <td>
+                      <td data-label="Address">
                         {editing === index
                           ? (
                             <AddressEditor
@@ -120,7 +120,7 @@ export const GroupCard = (
                             </>
                           )}
                       </td>
-                      <td>
+                      <td class="row-action">
                         <div class="actions row-actions">
                           <button
                             type="button"

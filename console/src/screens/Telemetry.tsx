@@ -276,14 +276,14 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
                   <tbody>
                     {value.deliveries.map((delivery) => (
                       <tr key={delivery.id}>
-                        <td><span class={`badge ${delivery.status}`}>{delivery.status}</span></td>
-                        <td>{delivery.span_count}</td>
-                        <td>{delivery.rejected_spans}</td>
-                        <td>{delivery.attempts}</td>
-                        <td>{delivery.last_error ?? delivery.warning ?? "—"}</td>
-                        <td><Time iso={delivery.created_at} /></td>
-                        <td><Time iso={delivery.finished_at} /></td>
-                        <td>
+                        <td data-label="Status"><span class={`badge ${delivery.status}`}>{delivery.status}</span></td>
+                        <td data-label="Spans">{delivery.span_count}</td>
+                        <td data-label="Rejected">{delivery.rejected_spans}</td>
+                        <td data-label="Attempts">{delivery.attempts}</td>
+                        <td data-label="Last error">{delivery.last_error ?? delivery.warning ?? "—"}</td>
+                        <td data-label="Created"><Time iso={delivery.created_at} /></td>
+                        <td data-label="Finished"><Time iso={delivery.finished_at} /></td>
+                        <td class="row-action">
                           {delivery.status === "failed" && (
                             <button
                               type="button"
