@@ -10,6 +10,7 @@ import { ApiKeys } from "./screens/ApiKeys.tsx"
 import { Approvals } from "./screens/Approvals.tsx"
 import { ConfirmAddress } from "./screens/ConfirmAddress.tsx"
 import { Decide } from "./screens/Decide.tsx"
+import { McpServers } from "./screens/McpServers.tsx"
 import { Policies } from "./screens/Policies.tsx"
 import { Promote } from "./screens/Promote.tsx"
 import { Review } from "./screens/Review.tsx"
@@ -27,6 +28,7 @@ const views: Record<string, (props: { session: ConsoleSession }) => preact.JSX.E
   "/reviewers": Reviewers,
   "/webhooks": Webhooks,
   "/telemetry": Telemetry,
+  "/mcp-servers": McpServers,
   "/keys": ApiKeys
 }
 

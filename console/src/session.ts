@@ -20,6 +20,7 @@ export const screens: ReadonlyArray<Screen> = [
   { path: "/reviewers", label: "Reviewers", scope: "org_config.write" },
   { path: "/webhooks", label: "Webhooks", scope: "org_config.write" },
   { path: "/telemetry", label: "Telemetry", scope: "org_config.write" },
+  { path: "/mcp-servers", label: "MCP servers", scope: "org_config.write" },
   { path: "/keys", label: "API keys", scope: "keys.manage" }
 ]
 

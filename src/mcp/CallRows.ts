@@ -130,3 +130,9 @@ export const makeCallRows = (sql: SqlClient.SqlClient, leaseMs: number) => {
 }
 
 export type CallRowsApi = ReturnType<typeof makeCallRows>
+
+/** The call of a session's step, if it has one (a call refused before any decision has none). */
+export const findByStep = (sql: SqlClient.SqlClient, sessionId: string, stepId: string) =>
+  CallRows.one(sql`
+    SELECT ${sql.literal(COLUMNS)} FROM mcp_calls WHERE session_id = ${sessionId} AND step_id = ${stepId}
+  `)

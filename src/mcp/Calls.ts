@@ -23,7 +23,7 @@ import { AgentSessions } from "../agents/Sessions.ts"
 import type { ApprovalSnapshot } from "../api/Approvals.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { type CallRow, isFinished, makeCallRows, toTask } from "./CallRows.ts"
+import { type CallRow, findByStep, isFinished, makeCallRows, toTask } from "./CallRows.ts"
 import { actionClassOf, McpServers, splitExposedName } from "./Servers.ts"
 import { Upstream } from "./Upstream.ts"
 
@@ -244,7 +244,7 @@ export class McpCalls extends Context.Service<McpCalls, {
         }
       })
 
-      const call = Effect.fn("McpCalls.call")(function*(request: CallRequest) {
+      const answerCall = Effect.fn("McpCalls.answerCall")(function*(request: CallRequest) {
         const parts = splitExposedName(request.name)
         const server = parts === undefined ? undefined : yield* servers.findByName(request.orgId, parts.server)
         if (parts === undefined || server === undefined) return yield* new UnknownTool({ name: request.name })
@@ -312,6 +312,38 @@ export class McpCalls extends Context.Service<McpCalls, {
           return { _tag: "Task" as const, task: toTask(settled.row, settled.message) }
         }
         return { _tag: "Result" as const, result: yield* waitFor(opened.row, request) }
+      })
+
+      /**
+       * A call that asked for a task is answered with one, also when it was
+       * decided at once (a task-augmented request is answered with a task;
+       * the official SDK's client refuses anything else): an allowed call's
+       * own, finished with the tool's result (or still running), and for a
+       * call the policy or a rule refused, one recorded as failed with the
+       * refusal. A call refused before any decision (its step not recorded)
+       * is answered as it is.
+       */
+      const call = Effect.fn("McpCalls.call")(function*(request: CallRequest) {
+        const answer = yield* answerCall(request)
+        if (!request.task || answer._tag === "Task") return answer
+        const found = yield* findByStep(sql, request.sessionId, request.stepId)
+        if (found !== undefined) return { _tag: "Task" as const, task: toTask(found) }
+        const parts = splitExposedName(request.name)
+        const server = parts === undefined ? undefined : yield* servers.findByName(request.orgId, parts.server)
+        if (answer.result._meta?.["svc/decision"] !== "reject" || parts === undefined || server === undefined) {
+          return answer
+        }
+        const opened = yield* rows.open({
+          orgId: request.orgId,
+          sessionId: request.sessionId,
+          stepId: request.stepId,
+          serverId: server.id,
+          tool: parts.tool,
+          arguments: request.arguments,
+          approvalId: null
+        }, "pending")
+        const refused = yield* rows.finish(opened.row.id, "failed", answer.result, "Refused: the tool did not run.")
+        return { _tag: "Task" as const, task: toTask(refused ?? opened.row) }
       })
 
       return McpCalls.of({ call, task, result, cancel, list })

@@ -34,7 +34,8 @@ export const RUN_SECTIONS: ReadonlyArray<RunSection> = [
     section: "Rules on arguments",
     runner: "test/processes/agents/agent-examples.test.ts"
   },
-  { page: "docs/approvals.md", section: "Deciding", runner: "test/processes/agents/agent-examples.test.ts" }
+  { page: "docs/approvals.md", section: "Deciding", runner: "test/processes/agents/agent-examples.test.ts" },
+  { page: "docs/mcp.md", section: "An example agent", runner: "test/processes/agents/mcp-agent.test.ts" }
 ]
 
 /** Languages of blocks that are commands or requests. */
