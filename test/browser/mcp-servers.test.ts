@@ -10,7 +10,8 @@ import { Effect, Exit, Scope } from "effect"
 import { createServer } from "node:net"
 import { afterAll, assert, beforeAll, it } from "vitest"
 import { mcpUpstream } from "../support/mcpUpstream.ts"
-import { checkAccessibility, describeBrowser, screenshots, signIn, startWorld, until, type World } from "./support.ts"
+import { screenshots } from "./layout.ts"
+import { checkAccessibility, describeBrowser, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
 const scope = Effect.runSync(Scope.make())
