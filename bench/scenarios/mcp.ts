@@ -13,6 +13,8 @@
  * added latency (svc's percentile minus direct's, over both rounds), CPU
  * per call of every process, svc's statements per call, and the TLS
  * connections the upstream accepted per arm. Aim: added p50 ≤ 2 ms.
+ * Checkouts of `BENCH_SVC_DIR` run one after another, each with a direct
+ * arm of its own.
  */
 import * as path from "node:path"
 import { spawnChild } from "../support/child.ts"
@@ -20,10 +22,13 @@ import { formatPerOp, measureCpu, type Meter, meterOf, perOp } from "../support/
 import { freshDatabase } from "../support/db.ts"
 import { atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { percentile, round, sorted } from "../support/stats.ts"
-import { startSvc } from "../support/svc.ts"
+import { startSvc, type SvcCheckout } from "../support/svc.ts"
 import { formatWorkPerOp, sumWork, type Work } from "../support/work.ts"
 
 const ACTION_CLASS = "mcp.bench"
+
+const sizesOf = (quick: boolean) =>
+  quick ? { warmup: 50, calls: 200, rounds: 1 } : { warmup: 300, calls: 1_000, rounds: 2 }
 
 interface Measured {
   readonly latencies: ReadonlyArray<number>
@@ -32,10 +37,9 @@ interface Measured {
   readonly connections: number
 }
 
-export default async (context: BenchContext): Promise<ScenarioResult> => {
-  const size = context.quick ? { warmup: 50, calls: 200, rounds: 1 } : { warmup: 300, calls: 1_000, rounds: 2 }
-  const checkout = context.checkouts[0]!
-  const database = await freshDatabase(context.database, "mcp")
+const measureCheckout = async (context: BenchContext, checkout: SvcCheckout) => {
+  const size = sizesOf(context.quick)
+  const database = await freshDatabase(context.database, `mcp_${checkout.label}`)
   const tlsEnv = { BENCH_TLS_CERT: context.tls.cert, BENCH_TLS_KEY: context.tls.key }
   const upstream = await spawnChild("upstream", new URL("../support/mcp-upstream.ts", import.meta.url), tlsEnv)
   const log = path.join(context.logDir, `mcp-${checkout.label}-${context.database}.log`)
@@ -101,6 +105,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         byArm[name].push(measured)
         const ascending = sorted(measured.latencies)
         rows.push({
+          svc: checkout.label,
           arm: name,
           round: r + 1,
           calls: measured.latencies.length,
@@ -120,6 +125,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
     const svcCalls = through.length
     const svcCpu = byArm.svc.reduce((sum, m) => sum + (m.cpu[checkout.label] ?? 0), 0)
     rows.push({
+      svc: checkout.label,
       arm: "added by svc",
       round: "all",
       calls: svcCalls,
@@ -134,19 +140,35 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       "upstream TLS conns": byArm.svc.reduce((sum, m) => sum + m.connections, 0)
     })
     return {
-      scenario: "mcp",
-      database: context.database,
       rows,
-      aims: [atMost(`${checkout.label}: latency an allowed tools/call adds, p50`, added(0.5), 2, " ms")],
-      notes: [
-        `Per arm: a fresh client process, ${size.warmup} warm-up calls, then ${size.calls} calls one after another, timed in the client; ${size.rounds} round(s), the second in reverse order. Added = svc's percentile minus direct's over all rounds' calls.`,
-        "CPU µs/call: user + system time of each process over the measured calls (svc's embedded database counts as svc's; postgres = the server's backends of the run's database). work/call: svc's own statement counts from its /metrics (PostgreSQL's counts are left out: they need 10.5 s waits).",
-        "upstream TLS conns: TLS connections the upstream server accepted during the measured calls (the direct client keeps one alive)."
-      ]
+      aim: atMost(`${checkout.label}: latency an allowed tools/call adds, p50`, added(0.5), 2, " ms")
     }
   } finally {
     await svc.stop()
     await upstream.stop()
     await database.drop()
+  }
+}
+
+export default async (context: BenchContext): Promise<ScenarioResult> => {
+  const size = sizesOf(context.quick)
+  const rows: Array<Record<string, string | number>> = []
+  const aims = []
+  // Checkouts one after another, each on a database of its own, each with its own direct arm.
+  for (const checkout of context.checkouts) {
+    const measured = await measureCheckout(context, checkout)
+    rows.push(...measured.rows)
+    aims.push(measured.aim)
+  }
+  return {
+    scenario: "mcp",
+    database: context.database,
+    rows,
+    aims,
+    notes: [
+      `Per arm: a fresh client process, ${size.warmup} warm-up calls, then ${size.calls} calls one after another, timed in the client; ${size.rounds} round(s), the second in reverse order. Added = svc's percentile minus direct's over all rounds' calls.`,
+      "CPU µs/call: user + system time of each process over the measured calls (svc's embedded database counts as svc's; postgres = the server's backends of the run's database). work/call: svc's own statement counts from its /metrics (PostgreSQL's counts are left out: they need 10.5 s waits).",
+      "upstream TLS conns: TLS connections the upstream server accepted during the measured calls (the direct client keeps one alive)."
+    ]
   }
 }

@@ -53,9 +53,9 @@ export class McpProtocol extends Context.Service<McpProtocol, {
         const rows = yield* servers.list(orgId)
         const lists = yield* Effect.forEach(rows, (row) =>
           Effect.gen(function*() {
-            const connection = yield* servers.connection(orgId, row.id)
-            if (connection === undefined) return []
-            const tools = yield* upstream.listTools(orgId, connection).pipe(
+            // The URL and headers are read only when no session with the server is kept.
+            const target = { serverId: row.id, connection: servers.connection(orgId, row.id) }
+            const tools = yield* upstream.listTools(orgId, target).pipe(
               Effect.catchTag("UpstreamError", (error) =>
                 Effect.as(
                   Effect.logWarning("mcp: an upstream server's tools could not be listed", {
