@@ -125,29 +125,29 @@ export class McpCalls extends Context.Service<McpCalls, {
               )
             )
           const failed = result.isError === true
-          const finished = yield* rows.finish(
-            row.id,
-            failed ? "failed" : "completed",
-            result,
-            failed ? "The tool failed." : "The tool ran."
-          )
-          if (finished === undefined) {
-            return result
+          // The call's end and the step's outcome in one statement: the outcome only when the call had not ended.
+          const recorded = yield* sessions.reportOutcomeGated({
+            orgId: row.org_id,
+            sessionId: row.session_id,
+            stepId: row.step_id,
+            outcome: {
+              status: failed ? "failed" : "succeeded",
+              result: outcomeResult(result),
+              ...(failed ? { error: "the tool answered with isError" } : {}),
+              ...(digest === undefined ? {} : { arguments_digest: digest })
+            },
+            gate: rows.finishGate(
+              row.id,
+              failed ? "failed" : "completed",
+              result,
+              failed ? "The tool failed." : "The tool ran."
+            )
+          })
+          if (recorded.gated && !recorded.recorded) {
+            yield* Effect.logWarning(
+              "mcp: the step's outcome was not recorded (already reported, or not an allowed step with these arguments)"
+            )
           }
-          yield* sessions.reportOutcome(row.org_id, row.session_id, row.step_id, {
-            status: failed ? "failed" : "succeeded",
-            result: outcomeResult(result),
-            ...(failed ? { error: "the tool answered with isError" } : {}),
-            ...(digest === undefined ? {} : { arguments_digest: digest })
-          }).pipe(
-            Effect.catchTags({
-              NotFound: () => Effect.void,
-              InvalidTransition: (error) =>
-                Effect.logWarning("mcp: the step's outcome was already reported", { detail: error.detail }),
-              InvalidRequest: (error) =>
-                Effect.logWarning("mcp: the step's outcome was refused", { detail: error.detail })
-            })
-          )
           return result
         }
       )
