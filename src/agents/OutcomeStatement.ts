@@ -3,8 +3,9 @@
  * writes: the gate is a data-modifying CTE of the caller's own table (the
  * MCP gateway's finish of its call, `mcp/CallRows.ts`) and the outcome is
  * recorded only when the gate answers a row. What the outcome writes (the
- * step's outcome, the session's next event number and its `tool:succeeded`
- * or `tool:failed` event) are CTEs after it: one round trip, one commit,
+ * step's outcome, the session's next event number, its `tool:succeeded`
+ * or `tool:failed` event and, on a server, the `pg_notify` that wakes the
+ * session's streams in other processes) are CTEs after it: one round trip, one commit,
  * no transaction held open between statements. The rules are those of
  * `AgentSessions.reportOutcome`: only an allowed step without an outcome,
  * with the arguments digest it was approved with; the event's data is the
@@ -14,7 +15,8 @@
  * Speeds up: an allowed `tools/call` through the MCP gateway, which
  * finished its call and then reported the step's outcome in 7 statements
  * (a session read, then BEGIN, the step, the event number, the event,
- * COMMIT): 12 statements per allowed call became 6 (16 before the kept
+ * COMMIT, and on a server the streams' NOTIFY): 12 statements per allowed
+ * call became 5 on PGlite and 6 on a server (14 and 16 before the kept
  * upstream sessions), and PostgreSQL's CPU per call through svc fell from
  * 4.0-4.9 ms to 2.4-2.8 ms with them, at load 10-25 (`bench/notes/mcp.md`).
  */
@@ -37,6 +39,8 @@ export interface GatedOutcome {
   readonly outcome: ToolOutcome
   /** A data-modifying statement that answers a row (`RETURNING`) when the outcome is to be recorded. */
   readonly gate: Statement.Fragment
+  /** The `pg_notify` of the session's signal, when notifications reach other processes (`Wakeups.inStatement`). */
+  readonly notify?: { readonly channel: string; readonly payload: string } | undefined
 }
 
 /** The statement (see the top of this file), answering whether the gate passed and the outcome was recorded. */
@@ -52,6 +56,12 @@ export const gatedOutcomeSql = (sql: SqlClient.SqlClient, input: GatedOutcome) =
   const middle = `,"status":${J(outcome.status)}${J(body).slice(1, -1) === "" ? "" : `,${J(body).slice(1, -1)}`}` +
     `,"reported_at":`
   const name = outcome.status === "succeeded" ? "tool:succeeded" : "tool:failed"
+  const notify = input.notify === undefined
+    ? { cte: sql``, column: sql`` }
+    : {
+      cte: sql`, note AS (SELECT pg_notify(${input.notify.channel}, ${input.notify.payload}) FROM step)`,
+      column: sql`, (SELECT count(*) FROM note) AS notified`
+    }
   return sql`
     WITH gate AS (${input.gate}),
     t AS MATERIALIZED (SELECT date_trunc('milliseconds', now()) AS t0),
@@ -73,8 +83,8 @@ export const gatedOutcomeSql = (sql: SqlClient.SqlClient, input: GatedOutcome) =
         ${head} || to_json(step.tool)::text || ${middle} ||
         to_json(to_char(step.outcome_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text || '}'
       FROM bump, step
-    )
-    SELECT EXISTS (SELECT 1 FROM gate) AS gated, EXISTS (SELECT 1 FROM step) AS recorded
+    )${notify.cte}
+    SELECT EXISTS (SELECT 1 FROM gate) AS gated, EXISTS (SELECT 1 FROM step) AS recorded${notify.column}
   `
 }
 

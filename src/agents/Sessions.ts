@@ -281,8 +281,9 @@ export class AgentSessions extends Context.Service<AgentSessions, {
 
       const reportOutcomeGated = Effect.fn("AgentSessions.reportOutcomeGated")(function*(input: GatedOutcome) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": input.sessionId })
-        const row = yield* gatedOutcome(sql, input)
-        if (row.recorded) yield* hub.notify(input.sessionId)
+        const wake = wakeups.inStatement(hubSignal(input.sessionId))
+        const row = yield* gatedOutcome(sql, { ...input, notify: wake.notify })
+        if (row.recorded) yield* wake.local
         return row
       })
 
