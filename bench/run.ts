@@ -34,7 +34,8 @@ const SCENARIOS = [
   "telemetry-export",
   "cli",
   "first-request",
-  "delivery-search"
+  "delivery-search",
+  "mcp"
 ] as const
 const INPROCESS = ["approvals", "metrics", "rules"] as const
 

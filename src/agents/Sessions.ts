@@ -29,6 +29,7 @@ import { newId } from "../platform/Ids.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
 import { rowsOf, Timestamp } from "../platform/Rows.ts"
 import { hubFrames, hubSignal, SessionHub, storedEvents, STREAM_BATCH } from "../streams/SessionEvents.ts"
+import { type GatedOutcome, gatedOutcome } from "./OutcomeStatement.ts"
 import { sessionInsert } from "./SessionInsert.ts"
 import { appendSessionEvent } from "./StepRecords.ts"
 import {
@@ -84,6 +85,13 @@ export class AgentSessions extends Context.Service<AgentSessions, {
     stepId: string,
     outcome: ToolOutcome
   ) => Effect.Effect<Step, NotFound | InvalidTransition | InvalidRequest>
+  /**
+   * `reportOutcome` behind a gate the caller writes, in one statement (`OutcomeStatement.ts`): whether
+   * the gate passed, and whether the outcome was recorded (an allowed step of the organization without one).
+   */
+  readonly reportOutcomeGated: (
+    input: GatedOutcome
+  ) => Effect.Effect<{ readonly gated: boolean; readonly recorded: boolean }>
   /** SSE frames of the session after event id `after` (`"0"`: from the start), live until the client leaves. */
   readonly stream: (orgId: string, sessionId: string, after: string) => Effect.Effect<Stream.Stream<string>, NotFound>
 }>()("svc/agents/AgentSessions") {
@@ -271,6 +279,14 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         return yield* reportedAgain(result.row, outcome.status)
       })
 
+      const reportOutcomeGated = Effect.fn("AgentSessions.reportOutcomeGated")(function*(input: GatedOutcome) {
+        yield* Effect.annotateCurrentSpan({ "svc.session_id": input.sessionId })
+        const wake = wakeups.inStatement(hubSignal(input.sessionId))
+        const row = yield* gatedOutcome(sql, { ...input, notify: wake.notify })
+        if (row.recorded) yield* wake.local
+        return row
+      })
+
       const stream = Effect.fn("AgentSessions.stream")(function*(orgId: string, sessionId: string, after: string) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
         yield* findSession(orgId, sessionId)
@@ -288,7 +304,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         })
       })
 
-      return AgentSessions.of({ create, get, governStep, reportOutcome, stream })
+      return AgentSessions.of({ create, get, governStep, reportOutcome, reportOutcomeGated, stream })
     })
   )
 }

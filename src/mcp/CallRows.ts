@@ -106,6 +106,18 @@ export const makeCallRows = (sql: SqlClient.SqlClient, leaseMs: number) => {
       RETURNING ${sql.literal(COLUMNS)}
     `)
 
+  /**
+   * `finish` as a gate (`agents/OutcomeStatement.ts`): the statement that records how the call ended,
+   * answering a row only when it had not ended yet, for the step's outcome to be recorded in the same statement.
+   */
+  const finishGate = (id: string, state: "completed" | "failed", result: CallToolResult, message: string) =>
+    sql`
+      UPDATE mcp_calls SET state = ${state}, result = ${JSON.stringify(result)}::jsonb, status_message = ${message},
+        lease_until = NULL, updated_at = now()
+      WHERE id = ${id} AND state IN ('pending', 'running')
+      RETURNING id
+    `
+
   const cancel = (orgId: string, id: string) =>
     CallRows.one(sql`
       UPDATE mcp_calls SET state = 'cancelled', status_message = 'Cancelled by the client.', lease_until = NULL, updated_at = now()
@@ -126,7 +138,7 @@ export const makeCallRows = (sql: SqlClient.SqlClient, leaseMs: number) => {
       ORDER BY created_at, id LIMIT ${limit}
     `)
 
-  return { open, find, claim, finish, cancel, listPending }
+  return { open, find, claim, finish, finishGate, cancel, listPending }
 }
 
 export type CallRowsApi = ReturnType<typeof makeCallRows>

@@ -17,14 +17,14 @@
  * gets the recorded answer.
  */
 import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js"
-import { Context, Data, Duration, Effect, FiberSet, Layer } from "effect"
+import { Context, Data, Duration, Effect, FiberSet, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { AgentSessions } from "../agents/Sessions.ts"
 import type { ApprovalSnapshot } from "../api/Approvals.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { type CallRow, findByStep, isFinished, makeCallRows, toTask } from "./CallRows.ts"
-import { actionClassOf, McpServers, splitExposedName } from "./Servers.ts"
+import { actionClassOf, McpServers, type ServerRow, splitExposedName } from "./Servers.ts"
 import { Upstream } from "./Upstream.ts"
 
 /** The tool is not one the gateway lists for this organization. */
@@ -107,42 +107,47 @@ export class McpCalls extends Context.Service<McpCalls, {
         return text.length <= OUTCOME_RESULT_MAX ? JSON.parse(text) : { omitted: true, characters: text.length }
       }
 
-      /** Runs a claimed call's tool, records its result on the call and its outcome on the step. */
+      /**
+       * Runs a claimed call's tool, records its result on the call and its outcome on the step.
+       * `found`: the call's server was just read (an allowed call found it by name); else it is read here.
+       */
       const execute = Effect.fn("McpCalls.execute")(
-        function*(row: CallRow, args: Record<string, unknown>, digest: string | undefined) {
-          const connection = yield* servers.connection(row.org_id, row.server_id)
-          const result = connection === undefined
+        function*(row: CallRow, args: Record<string, unknown>, digest: string | undefined, found?: ServerRow) {
+          const server = found ?? Option.getOrUndefined(yield* Effect.option(servers.find(row.org_id, row.server_id)))
+          // The URL and headers are read only when no session with the server is kept.
+          const target = { serverId: row.server_id, connection: servers.connection(row.org_id, row.server_id) }
+          const result = server === undefined
             ? toolError("The MCP server of this tool was removed from the organization; the call did not run.")
-            : yield* upstream.callTool(row.org_id, connection, row.tool, args).pipe(
+            : yield* upstream.callTool(row.org_id, target, row.tool, args).pipe(
               Effect.catchTag(
                 "UpstreamError",
                 (error) => Effect.succeed(toolError(`The upstream MCP server failed: ${error.message}`))
               )
             )
           const failed = result.isError === true
-          const finished = yield* rows.finish(
-            row.id,
-            failed ? "failed" : "completed",
-            result,
-            failed ? "The tool failed." : "The tool ran."
-          )
-          if (finished === undefined) {
-            return result
+          // The call's end and the step's outcome in one statement: the outcome only when the call had not ended.
+          const recorded = yield* sessions.reportOutcomeGated({
+            orgId: row.org_id,
+            sessionId: row.session_id,
+            stepId: row.step_id,
+            outcome: {
+              status: failed ? "failed" : "succeeded",
+              result: outcomeResult(result),
+              ...(failed ? { error: "the tool answered with isError" } : {}),
+              ...(digest === undefined ? {} : { arguments_digest: digest })
+            },
+            gate: rows.finishGate(
+              row.id,
+              failed ? "failed" : "completed",
+              result,
+              failed ? "The tool failed." : "The tool ran."
+            )
+          })
+          if (recorded.gated && !recorded.recorded) {
+            yield* Effect.logWarning(
+              "mcp: the step's outcome was not recorded (already reported, or not an allowed step with these arguments)"
+            )
           }
-          yield* sessions.reportOutcome(row.org_id, row.session_id, row.step_id, {
-            status: failed ? "failed" : "succeeded",
-            result: outcomeResult(result),
-            ...(failed ? { error: "the tool answered with isError" } : {}),
-            ...(digest === undefined ? {} : { arguments_digest: digest })
-          }).pipe(
-            Effect.catchTags({
-              NotFound: () => Effect.void,
-              InvalidTransition: (error) =>
-                Effect.logWarning("mcp: the step's outcome was already reported", { detail: error.detail }),
-              InvalidRequest: (error) =>
-                Effect.logWarning("mcp: the step's outcome was refused", { detail: error.detail })
-            })
-          )
           return result
         }
       )
@@ -292,13 +297,13 @@ export class McpCalls extends Context.Service<McpCalls, {
         }, decision.decision === "allow" ? "running" : "pending")
         if (decision.decision === "allow") {
           if (opened.created) {
-            return { _tag: "Result" as const, result: yield* execute(opened.row, request.arguments, undefined) }
+            return { _tag: "Result" as const, result: yield* execute(opened.row, request.arguments, undefined, server) }
           }
           // The same step sent again: its recorded result, or the run still under way.
           if (!isFinished(opened.row.state)) {
             const claimed = yield* rows.claim(opened.row.id)
             if (claimed !== undefined) {
-              return { _tag: "Result" as const, result: yield* execute(claimed, request.arguments, undefined) }
+              return { _tag: "Result" as const, result: yield* execute(claimed, request.arguments, undefined, server) }
             }
             return {
               _tag: "Result" as const,

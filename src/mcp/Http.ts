@@ -6,7 +6,7 @@ import { NotFound } from "../api/Errors.ts"
 import { UpstreamFailed } from "../api/Mcp.ts"
 import { CurrentPrincipal } from "../api/Security.ts"
 import { actionClassOf, exposedName, McpServers, toServer } from "./Servers.ts"
-import { Upstream } from "./Upstream.ts"
+import { targetOf, Upstream } from "./Upstream.ts"
 
 export const McpServersHandlers = HttpApiBuilder.group(
   Api,
@@ -26,7 +26,7 @@ export const McpServersHandlers = HttpApiBuilder.group(
             const connection = yield* servers.connection(p.orgId, params.id)
             if (connection === undefined) return yield* new NotFound({ detail: "No such MCP server." })
             const started = performance.now()
-            const tools = yield* upstream.listTools(p.orgId, connection).pipe(
+            const tools = yield* upstream.listTools(p.orgId, targetOf(connection), { fresh: true }).pipe(
               Effect.mapError((error) =>
                 new UpstreamFailed({
                   error: error.message,

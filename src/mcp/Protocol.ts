@@ -16,6 +16,7 @@ import {
   McpError,
   type Tool
 } from "@modelcontextprotocol/sdk/types.js"
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import { Context, Effect, Layer, Schema } from "effect"
 import { StepId } from "../api/Agents.ts"
 import { VERSION } from "../api/Version.ts"
@@ -47,15 +48,18 @@ export class McpProtocol extends Context.Service<McpProtocol, {
       const servers = yield* McpServers
       const upstream = yield* Upstream
       const calls = yield* McpCalls
+      // One for every request's server (the SDK makes a new Ajv with its formats per server
+      // otherwise: 160-200 µs of CPU per request). svc asks no client for input, so it validates nothing.
+      const jsonSchemaValidator = new AjvJsonSchemaValidator()
 
       /** Every upstream server's tools under their gateway names; a server that fails is left out (and logged). */
       const listTools = Effect.fn("McpProtocol.listTools")(function*(orgId: string) {
         const rows = yield* servers.list(orgId)
         const lists = yield* Effect.forEach(rows, (row) =>
           Effect.gen(function*() {
-            const connection = yield* servers.connection(orgId, row.id)
-            if (connection === undefined) return []
-            const tools = yield* upstream.listTools(orgId, connection).pipe(
+            // The URL and headers are read only when no session with the server is kept.
+            const target = { serverId: row.id, connection: servers.connection(orgId, row.id) }
+            const tools = yield* upstream.listTools(orgId, target).pipe(
               Effect.catchTag("UpstreamError", (error) =>
                 Effect.as(
                   Effect.logWarning("mcp: an upstream server's tools could not be listed", {
@@ -124,6 +128,7 @@ export class McpProtocol extends Context.Service<McpProtocol, {
             tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } }
           },
           taskStore,
+          jsonSchemaValidator,
           instructions:
             "svc governs every tool call: a call may be allowed, refused, or wait for a person's approval. " +
             "Call with a task to poll a waiting call; without one, a call waits a bounded time and then says how to resume."

@@ -2,26 +2,32 @@
  * svc as an MCP client of an organization's upstream servers: the
  * official SDK's client over the Streamable HTTP transport, whose every
  * request goes through the one guarded outbound client (`OutboundHttp`):
- * the public-address checks on a fresh resolution at every connection, TLS
+ * the public-address checks on a fresh resolution at every request, the
+ * request sent only on a keep-alive connection opened to the very
+ * addresses that resolution checked (the pools are keyed by them), TLS
  * against the system store and `SVC_EXTRA_CA_FILE`, no redirects, a pool
  * per server (a server that hangs holds only its own connections), one
- * deadline over the whole exchange (`SVC_MCP_UPSTREAM_TIMEOUT`: connect,
- * initialize, the call) and at most `SVC_MCP_UPSTREAM_MAX_BYTES` of any
- * answer. Upstream calls in flight are bounded per organization and
- * process (`SVC_MCP_UPSTREAM_CALLS_PER_ORG`). No database connection is
- * held while an upstream answers.
+ * deadline over a call's exchanges (`SVC_MCP_UPSTREAM_TIMEOUT`: opening
+ * a session when there is none, the call) and at most
+ * `SVC_MCP_UPSTREAM_MAX_BYTES` of any answer. Sessions are kept per
+ * (organization, server) in the process (`UpstreamSessions.ts`); the
+ * server's test opens a session of its own. Upstream calls in flight are
+ * bounded per organization and process (`SVC_MCP_UPSTREAM_CALLS_PER_ORG`).
+ * No database connection is held while an upstream answers.
  *
  * What fails is an `UpstreamError` whose message names the status, the
  * network or TLS failure or the bound, never a URL, a header or a body.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
+import { type CallToolResult, ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Context, Data, Duration, Effect, Layer, Redacted } from "effect"
+import { AsyncLocalStorage } from "node:async_hooks"
 import { VERSION } from "../api/Version.ts"
 import { OutboundFailure, OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import type { Connection } from "./Servers.ts"
+import { makeUpstreamSessions, SessionExpired } from "./UpstreamSessions.ts"
 
 /** Why an upstream exchange gave no usable answer; `message` is safe to show and log. */
 export class UpstreamError extends Data.TaggedError("UpstreamError")<{ readonly message: string }> {}
@@ -29,12 +35,28 @@ export class UpstreamError extends Data.TaggedError("UpstreamError")<{ readonly 
 /** Tools one `tools/list` of an upstream server may answer, over all its pages. */
 export const MAX_UPSTREAM_TOOLS = 1000
 
+/** An upstream server to reach: its id, and its URL and headers, read only when a session must be opened. */
+export interface UpstreamTarget {
+  readonly serverId: string
+  /** `undefined`: the server was removed. */
+  readonly connection: Effect.Effect<Connection | undefined>
+}
+
+/** A target whose connection is at hand. */
+export const targetOf = (connection: Connection): UpstreamTarget => ({
+  serverId: connection.server.id,
+  connection: Effect.succeed(connection)
+})
+
 /** Thrown inside the SDK's fetch; carried out as an `UpstreamError`. */
 class Refused extends Error {}
 
 /** A message of the SDK or of a refused exchange, without what it may quote (URLs are never in them; bodies may be). */
-const safeMessage = (error: unknown): string => {
-  if (error instanceof Refused) return error.message
+const safeMessage = (timeoutMs: number) => (error: unknown): string => {
+  if (error instanceof Refused || error instanceof SessionExpired) return error.message
+  if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+    return `no answer within SVC_MCP_UPSTREAM_TIMEOUT (${timeoutMs} ms)`
+  }
   if (error instanceof Error) {
     const text = error.message.replace(/\s+/g, " ")
     return text.length > 300 ? `${text.slice(0, 300)}…` : text
@@ -42,11 +64,19 @@ const safeMessage = (error: unknown): string => {
   return "the upstream server's answer could not be read"
 }
 
+/** The deadline (`performance.now()`) of the call an exchange belongs to. */
+const callDeadline = new AsyncLocalStorage<number>()
+
 export class Upstream extends Context.Service<Upstream, {
-  readonly listTools: (orgId: string, connection: Connection) => Effect.Effect<ReadonlyArray<Tool>, UpstreamError>
+  /** `fresh`: a session of its own, closed after (the server's test), not a kept one. */
+  readonly listTools: (
+    orgId: string,
+    target: UpstreamTarget,
+    options?: { readonly fresh?: boolean }
+  ) => Effect.Effect<ReadonlyArray<Tool>, UpstreamError>
   readonly callTool: (
     orgId: string,
-    connection: Connection,
+    target: UpstreamTarget,
     tool: string,
     args: Record<string, unknown>
   ) => Effect.Effect<CallToolResult, UpstreamError>
@@ -60,11 +90,13 @@ export class Upstream extends Context.Service<Upstream, {
       const maxBytes = config.mcp.upstreamMaxBytes
       const inFlight = new Map<string, number>()
       const run = Effect.runPromiseWith(yield* Effect.context<never>())
+      const kept = makeUpstreamSessions()
+      yield* Effect.addFinalizer(() => Effect.promise(kept.closeAll))
+      const timeoutMessage = `no answer within SVC_MCP_UPSTREAM_TIMEOUT (${timeoutMs} ms)`
 
       /** The SDK's `fetch`: POSTs through the guarded client; no standing GET stream, no DELETE. */
       const guardedFetch =
-        (orgId: string, connection: Connection, deadline: number) =>
-        async (url: string | URL, init?: RequestInit): Promise<Response> => {
+        (orgId: string, connection: Connection) => async (url: string | URL, init?: RequestInit): Promise<Response> => {
           const method = (init?.method ?? "GET").toUpperCase()
           // The gateway asks one question at a time: it opens no stream for
           // server-initiated messages and ends no session (the upstream's idle timeout does).
@@ -73,9 +105,10 @@ export class Upstream extends Context.Service<Upstream, {
           new Headers(init?.headers).forEach((value, name) => {
             headers[name] = value
           })
+          const inSession = headers["mcp-session-id"] !== undefined
           for (const [name, value] of connection.headers) headers[name] = Redacted.value(value)
-          const remaining = deadline - performance.now()
-          if (remaining <= 0) throw new Refused(`no answer within SVC_MCP_UPSTREAM_TIMEOUT (${timeoutMs} ms)`)
+          const remaining = (callDeadline.getStore() ?? performance.now() + timeoutMs) - performance.now()
+          if (remaining <= 0) throw new Refused(timeoutMessage)
           const answer = await run(
             outbound.send({
               url: String(url),
@@ -91,7 +124,7 @@ export class Upstream extends Context.Service<Upstream, {
           if (answer instanceof OutboundFailure) {
             throw new Refused(
               answer.reason === "timeout"
-                ? `no answer within SVC_MCP_UPSTREAM_TIMEOUT (${timeoutMs} ms): ${answer.message}`
+                ? `${timeoutMessage}: ${answer.message}`
                 : `the upstream server could not be reached: ${answer.message}`
             )
           }
@@ -100,13 +133,42 @@ export class Upstream extends Context.Service<Upstream, {
               `the upstream server's answer is longer than SVC_MCP_UPSTREAM_MAX_BYTES (${maxBytes} bytes)`
             )
           }
+          if (answer.status === 404 && inSession) {
+            throw new SessionExpired("the upstream server no longer knows svc's session (HTTP 404)")
+          }
           if (answer.status >= 400) throw new Refused(`the upstream server answered HTTP ${answer.status}`)
           const body = answer.status === 202 || answer.status === 204 ? null : answer.body.slice()
           return new Response(body, { status: answer.status, headers: answer.headers })
         }
 
-      /** Connects (initialize), runs `use`, closes; one deadline over all of it, one slot of the organization's bound. */
-      const session = <A>(orgId: string, connection: Connection, use: (client: Client) => Promise<A>) =>
+      /** A new session with the server (`initialize`), within the current call's deadline. */
+      const open = (orgId: string, target: UpstreamTarget) => async () => {
+        const connection = await run(target.connection)
+        if (connection === undefined) throw new Refused("the MCP server was removed from the organization")
+        const client = new Client({ name: "svc", version: VERSION })
+        const transport = new StreamableHTTPClientTransport(new URL(Redacted.value(connection.url)), {
+          fetch: guardedFetch(orgId, connection)
+        })
+        const remaining = (callDeadline.getStore() ?? performance.now() + timeoutMs) - performance.now()
+        try {
+          await client.connect(transport, { timeout: Math.max(1, remaining) })
+        } catch (error) {
+          await client.close().catch(() => undefined)
+          throw error
+        }
+        return client
+      }
+
+      /**
+       * Runs `use` on a session with the server (the kept one, or `fresh`: one of its own, closed after);
+       * one deadline over all of it, one slot of the organization's bound.
+       */
+      const session = <A>(
+        orgId: string,
+        target: UpstreamTarget,
+        fresh: boolean,
+        use: (client: Client, remainingMs: number) => Promise<A>
+      ) =>
         Effect.acquireUseRelease(
           Effect.suspend(() => {
             const held = inFlight.get(orgId) ?? 0
@@ -123,29 +185,26 @@ export class Upstream extends Context.Service<Upstream, {
           }),
           () =>
             Effect.tryPromise({
-              try: async (signal) => {
+              try: () => {
                 const deadline = performance.now() + timeoutMs
-                const client = new Client({ name: "svc", version: VERSION })
-                const transport = new StreamableHTTPClientTransport(new URL(Redacted.value(connection.url)), {
-                  fetch: guardedFetch(orgId, connection, deadline)
+                const remaining = () => Math.max(1, deadline - performance.now())
+                return callDeadline.run(deadline, async () => {
+                  if (!fresh) {
+                    return kept.use(`${orgId} ${target.serverId}`, open(orgId, target), (c) => use(c, remaining()))
+                  }
+                  const client = await open(orgId, target)()
+                  try {
+                    return await use(client, remaining())
+                  } finally {
+                    await client.close().catch(() => undefined)
+                  }
                 })
-                const closed = () => client.close().catch(() => undefined)
-                signal.addEventListener("abort", closed, { once: true })
-                try {
-                  await client.connect(transport, { timeout: timeoutMs, signal })
-                  return await use(client)
-                } finally {
-                  await closed()
-                }
               },
-              catch: (error) => new UpstreamError({ message: safeMessage(error) })
+              catch: (error) => new UpstreamError({ message: safeMessage(timeoutMs)(error) })
             }).pipe(
               Effect.timeoutOrElse({
                 duration: timeoutMs + 1_000,
-                orElse: () =>
-                  Effect.fail(
-                    new UpstreamError({ message: `no answer within SVC_MCP_UPSTREAM_TIMEOUT (${timeoutMs} ms)` })
-                  )
+                orElse: () => Effect.fail(new UpstreamError({ message: timeoutMessage }))
               })
             ),
           () =>
@@ -156,36 +215,39 @@ export class Upstream extends Context.Service<Upstream, {
             })
         )
 
-      const listTools = Effect.fn("Upstream.listTools")(function*(orgId: string, connection: Connection) {
-        yield* Effect.annotateCurrentSpan({ "svc.mcp_server_id": connection.server.id })
-        return yield* session(orgId, connection, async (client) => {
-          const tools: Array<Tool> = []
-          let cursor: string | undefined = undefined
-          do {
-            const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs })
-            tools.push(...page.tools)
-            cursor = page.nextCursor
-            if (tools.length > MAX_UPSTREAM_TOOLS) {
-              throw new Refused(`the upstream server lists more than ${MAX_UPSTREAM_TOOLS} tools`)
-            }
-          } while (cursor !== undefined)
-          return tools
-        })
-      })
+      const listTools = Effect.fn("Upstream.listTools")(
+        function*(orgId: string, target: UpstreamTarget, options?: { readonly fresh?: boolean }) {
+          yield* Effect.annotateCurrentSpan({ "svc.mcp_server_id": target.serverId })
+          return yield* session(orgId, target, options?.fresh === true, async (client, remainingMs) => {
+            const tools: Array<Tool> = []
+            let cursor: string | undefined = undefined
+            do {
+              const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: remainingMs })
+              tools.push(...page.tools)
+              cursor = page.nextCursor
+              if (tools.length > MAX_UPSTREAM_TOOLS) {
+                throw new Refused(`the upstream server lists more than ${MAX_UPSTREAM_TOOLS} tools`)
+              }
+            } while (cursor !== undefined)
+            return tools
+          })
+        }
+      )
 
       const callTool = Effect.fn("Upstream.callTool")(function*(
         orgId: string,
-        connection: Connection,
+        target: UpstreamTarget,
         tool: string,
         args: Record<string, unknown>
       ) {
-        yield* Effect.annotateCurrentSpan({ "svc.mcp_server_id": connection.server.id, "gen_ai.tool.name": tool })
+        yield* Effect.annotateCurrentSpan({ "svc.mcp_server_id": target.serverId, "gen_ai.tool.name": tool })
         return yield* session(
           orgId,
-          connection,
-          async (client) =>
+          target,
+          false,
+          async (client, remainingMs) =>
             (await client.callTool({ name: tool, arguments: args }, undefined, {
-              timeout: timeoutMs
+              timeout: remainingMs
             })) as CallToolResult
         )
       })

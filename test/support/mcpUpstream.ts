@@ -9,12 +9,18 @@
  * - `fail`: answers a tool error of its own (`isError`);
  * - `hang`: never answers; `flood`: answers `floodBytes` characters.
  *
- * Every call is recorded (`calls`), with the headers it came with.
+ * Every call is recorded (`calls`), with the headers it came with, and
+ * every session a client initialized is counted (`initialized()`). With
+ * `stateful`, the server keeps sessions (`Mcp-Session-Id`) and answers 404
+ * to a session it does not know; `forgetSessions()` drops them all, as a
+ * restarted server would.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Effect } from "effect"
+import { randomUUID } from "node:crypto"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { createServer } from "node:https"
 import type { AddressInfo } from "node:net"
 import { TestTls } from "./tls.ts"
@@ -29,6 +35,10 @@ export interface McpUpstream {
   /** `https://127.0.0.1:<port>/mcp` */
   readonly url: string
   readonly calls: Array<UpstreamCall>
+  /** Sessions clients initialized so far (`notifications/initialized` received). */
+  readonly initialized: () => number
+  /** `stateful`: forgets every session, as a restarted server would. */
+  readonly forgetSessions: () => void
 }
 
 const tools = ["echo", "delete_all", "deploy", "fail", "hang", "flood"].map((name) => ({
@@ -38,13 +48,16 @@ const tools = ["echo", "delete_all", "deploy", "fail", "hang", "flood"].map((nam
 }))
 
 /** A scoped upstream server: closed with the test's scope. */
-export const mcpUpstream = (options: { readonly floodBytes?: number } = {}) =>
+export const mcpUpstream = (options: { readonly floodBytes?: number; readonly stateful?: boolean } = {}) =>
   Effect.gen(function*() {
     const tls = yield* TestTls.shared
     const calls: Array<UpstreamCall> = []
     const open = new Set<{ destroy: () => void }>()
-    const http = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+    const sessions = new Map<string, StreamableHTTPServerTransport>()
+    let initialized = 0
+    const serverFor = (req: IncomingMessage) => {
       const mcp = new Server({ name: "upstream", version: "1.0.0" }, { capabilities: { tools: {} } })
+      mcp.oninitialized = () => void initialized++
       mcp.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }))
       mcp.setRequestHandler(CallToolRequestSchema, async (request) => {
         const args = (request.params.arguments ?? {}) as Record<string, unknown>
@@ -62,13 +75,38 @@ export const mcpUpstream = (options: { readonly floodBytes?: number } = {}) =>
             return { content: [{ type: "text", text: `done ${request.params.name} ${JSON.stringify(args)}` }] }
         }
       })
+      return mcp
+    }
+    const stateless = (req: IncomingMessage, res: ServerResponse) => {
+      const mcp = serverFor(req)
       const transport = new StreamableHTTPServerTransport()
       res.on("close", () => {
         void transport.close()
         void mcp.close()
       })
       void mcp.connect(transport).then(() => transport.handleRequest(req, res))
-    })
+    }
+    const stateful = (req: IncomingMessage, res: ServerResponse) => {
+      const id = req.headers["mcp-session-id"]
+      if (typeof id === "string") {
+        const known = sessions.get(id)
+        if (known === undefined) {
+          res.writeHead(404, { "content-type": "application/json" })
+          res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null }))
+          return
+        }
+        void known.handleRequest(req, res)
+        return
+      }
+      // The calls' headers are those of the request that opened the session.
+      const mcp = serverFor(req)
+      const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (sessionId) => void sessions.set(sessionId, transport)
+      })
+      void mcp.connect(transport).then(() => transport.handleRequest(req, res))
+    }
+    const http = createServer({ cert: tls.cert, key: tls.key }, options.stateful === true ? stateful : stateless)
     http.on("connection", (socket) => {
       open.add(socket)
       socket.on("close", () => open.delete(socket))
@@ -84,5 +122,10 @@ export const mcpUpstream = (options: { readonly floodBytes?: number } = {}) =>
         )
     )
     const { port } = http.address() as AddressInfo
-    return { url: `https://127.0.0.1:${port}/mcp`, calls } satisfies McpUpstream
+    return {
+      url: `https://127.0.0.1:${port}/mcp`,
+      calls,
+      initialized: () => initialized,
+      forgetSessions: () => sessions.clear()
+    } satisfies McpUpstream
   })

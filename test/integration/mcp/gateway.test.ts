@@ -104,6 +104,25 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         assert.strictEqual(session.steps[0]!.tool, "tools__echo")
         assert.strictEqual(session.steps[0]!.decision, "allow")
         assert.strictEqual(session.steps[0]!.outcome?.status, "succeeded")
+        // The session's events are those of a REST step and its reported outcome, the same JSON.
+        const events = yield* svc.sql<{ name: string; data: string }>`
+          SELECT name, data FROM session_events WHERE session_id = ${transport.sessionId!} ORDER BY seq
+        `
+        assert.deepStrictEqual(events.map((e) => e.name), ["step:governed", "tool:succeeded"])
+        assert.deepStrictEqual(JSON.parse(events[1]!.data), {
+          step_id: session.steps[0]!.step_id,
+          tool: "tools__echo",
+          status: "succeeded",
+          result: session.steps[0]!.outcome!.result,
+          reported_at: session.steps[0]!.outcome!.reported_at
+        })
+        assert.deepStrictEqual(Object.keys(JSON.parse(events[1]!.data)), [
+          "step_id",
+          "tool",
+          "status",
+          "result",
+          "reported_at"
+        ])
         // The upstream's credential is never answered, nor logged.
         const read = yield* org.client.mcpServers.list()
         assert.deepStrictEqual(read.mcp_servers[0]!.headers, ["Authorization"])
@@ -122,6 +141,30 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
           exposed_as: "tools__delete_all",
           action_class: "mcp.danger"
         })
+      })))
+  })
+
+  describe("upstream sessions", () => {
+    it.effect("calls to one server share the process's upstream session; one the server forgot (404) is replaced and the call runs once", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const upstream = yield* mcpUpstream({ stateful: true })
+        const org = yield* organization(upstream.url)
+        const { client } = yield* connect(svc.baseUrl, org.key)
+        const call = (text: string) =>
+          Effect.promise(() => client.callTool({ name: "tools__echo", arguments: { text } })).pipe(
+            Effect.map((result) => textOf(result as { content?: ReadonlyArray<unknown> }))
+          )
+        assert.strictEqual(yield* call("one"), "echo: one")
+        assert.strictEqual(yield* call("two"), "echo: two")
+        // Listing the tools takes the same session.
+        yield* Effect.promise(() => client.listTools())
+        assert.strictEqual(upstream.initialized(), 1)
+
+        upstream.forgetSessions()
+        assert.strictEqual(yield* call("three"), "echo: three")
+        assert.strictEqual(upstream.initialized(), 2)
+        assert.deepStrictEqual(upstream.calls.map((c) => c.arguments["text"]), ["one", "two", "three"])
       })))
   })
 
