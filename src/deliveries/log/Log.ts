@@ -69,7 +69,7 @@ const picked = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOption
         t.log_pending - CASE WHEN ${mine} THEN t.log_in_flight ELSE 0 END AS waiting,
         ${sql.literal(RATE_TOKENS)} AS tokens
       FROM delivery_targets t
-      WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict
+      WHERE t.kind = ${kind} AND t.log_listed AND t.log_pending > 0 AND NOT t.strict
         AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
         AND ${
     mode === "fresh"
@@ -143,6 +143,28 @@ const rowsPast = (sql: PgClient.PgClient, targets: string, options: ClaimOptions
     )
   `
 
+/**
+ * The CTE `unlisted`: targets of `kind` with no logged rows left whose last
+ * lease ran out leave `delivery_targets_log_idx` (`log_recent` cleared,
+ * migration 1000). Only then: the index's predicate does not change with
+ * each delivery, so the counts' and the lease's updates stay HOT (no new
+ * index entries, no dead version left for vacuum). Rows another statement
+ * holds are left for a later lease.
+ */
+const unlisted = (sql: PgClient.PgClient, kind: DeliveryKind) =>
+  sql`
+    unlisted AS (
+      UPDATE delivery_targets t SET log_recent = false
+      FROM (
+        SELECT x.id FROM delivery_targets x
+        WHERE x.kind = ${kind} AND x.log_listed AND x.log_recent AND x.log_pending = 0
+          AND NOT coalesce(x.lease_until > now(), false)
+        FOR UPDATE SKIP LOCKED
+      ) q
+      WHERE t.id = q.id
+    )
+  `
+
 const TakenRow = Schema.Struct({
   ...DeliveryRow.fields,
   lease_id: Schema.String,
@@ -172,11 +194,13 @@ export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options
           leased_to = greatest(p.start, coalesce(m.top, p.start)),
           log_in_flight = CASE WHEN p.mine THEN t.log_in_flight ELSE 0 END + coalesce(m.n, 0),
           lease_until = now() + make_interval(secs => ${seconds(options)}),
-          rate_tat = ${sql.literal(rateCharged("coalesce(m.n, 0)"))}
+          rate_tat = ${sql.literal(rateCharged("coalesce(m.n, 0)"))},
+          log_recent = true
       FROM picked p LEFT JOIN marks m ON m.target_id = p.id
       WHERE t.id = p.id
       RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures, t.share_group
     ),
+    ${unlisted(sql, kind)},
     handed AS (
       SELECT k.*, l.lease_id, l.leased_to AS mark, l.consecutive_failures AS target_failures, l.share_group AS target_group
       FROM taken k JOIN leased l ON l.id = k.target_id
@@ -184,7 +208,8 @@ export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options
     SELECT h.*, f.takeover FROM (
       SELECT EXISTS (
         SELECT 1 FROM delivery_targets x
-        WHERE x.kind = ${kind} AND x.log_pending > 0 AND NOT x.strict AND x.lease_id IS NOT NULL AND x.lease_until <= now()
+        WHERE x.kind = ${kind} AND x.log_listed AND x.log_pending > 0 AND NOT x.strict AND x.lease_id IS NOT NULL
+          AND x.lease_until <= now()
       ) AS takeover
     ) f
     LEFT JOIN handed h ON true
@@ -198,7 +223,8 @@ export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options
     SET lease_owner = ${owner}, lease_id = gen_random_uuid(), leased_to = t.cursor, log_in_flight = 0,
         lease_until = now() + make_interval(secs => ${seconds(options)}),
         -- Charged for what it may take (the next statement takes at most that).
-        rate_tat = ${sql.literal(rateCharged("p.want"))}
+        rate_tat = ${sql.literal(rateCharged("p.want"))},
+        log_recent = true
     FROM picked p
     WHERE t.id = p.id
     RETURNING t.id, t.lease_id, p.want
