@@ -11,9 +11,9 @@ import { SqlClient } from "effect/sql"
  * and settle) wrote a version every index of the table pointed at, and a
  * table of one row per endpoint grew by a dead version per delivery.
  *
- * - `log_recent`: set by every lease, cleared by the lease statement once
- *   the target has no logged rows left and its last lease ran out. An
- *   endpoint delivered to steadily keeps it.
+ * - `log_recent`: set by every lease, cleared once the target has no
+ *   logged rows left and its last lease ran out (`log/Unlist.ts`, at most
+ *   every 10 s per process). An endpoint delivered to steadily keeps it.
  * - `log_listed` (generated): `log_pending > 0 OR log_recent`, the log's
  *   targets to look at. It changes when an endpoint's log starts after a
  *   quiet spell and once when it has been quiet, not with each delivery.

@@ -1,8 +1,9 @@
 /**
  * Folder `log/`: the log of deliveries to concurrent targets, from take to
  * settle: `Log.ts` (take, lease, takeover, release), `HeldLeases.ts` (what
- * this process knows of its leases), `Reconcile.ts` (a lost take), and
- * `SettleSuccesses.ts` (the settle of a batch of successes alone). It never
+ * this process knows of its leases), `Reconcile.ts` (a lost take),
+ * `SettleSuccesses.ts` (the settle of a batch of successes alone), and
+ * `Unlist.ts` (quiet targets leave the log's index). It never
  * writes a row leased on its own (`rows/`) other than releasing its own
  * rows into one, and knows nothing of the worker or of HTTP. Its states
  * and guarantees: `docs/architecture.md` ("Delivery engine").
@@ -13,7 +14,7 @@
  * with a lower seq can appear after a take saw a higher one.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Duration, Effect, Schema } from "effect"
+import { Clock, Duration, Effect, Schema } from "effect"
 import { BigIntText } from "../../platform/Rows.ts"
 import { decodeRows, DeliveryRow } from "../Rows.ts"
 import { RATE_TOKENS, rateCharged } from "../Targets.ts"
@@ -21,6 +22,7 @@ import type { Claimed, ClaimOptions, DeliveryKind } from "../Types.ts"
 import { toDelivery } from "../Types.ts"
 import type { LogLeases } from "./HeldLeases.ts"
 import { reconcile } from "./Reconcile.ts"
+import { UNLIST_EVERY_MS, unlistQuiet } from "./Unlist.ts"
 
 /** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
 export const MAX_SEQ = "9223372036854775807"
@@ -143,28 +145,6 @@ const rowsPast = (sql: PgClient.PgClient, targets: string, options: ClaimOptions
     )
   `
 
-/**
- * The CTE `unlisted`: targets of `kind` with no logged rows left whose last
- * lease ran out leave `delivery_targets_log_idx` (`log_recent` cleared,
- * migration 1000). Only then: the index's predicate does not change with
- * each delivery, so the counts' and the lease's updates stay HOT (no new
- * index entries, no dead version left for vacuum). Rows another statement
- * holds are left for a later lease.
- */
-const unlisted = (sql: PgClient.PgClient, kind: DeliveryKind) =>
-  sql`
-    unlisted AS (
-      UPDATE delivery_targets t SET log_recent = false
-      FROM (
-        SELECT x.id FROM delivery_targets x
-        WHERE x.kind = ${kind} AND x.log_listed AND x.log_recent AND x.log_pending = 0
-          AND NOT coalesce(x.lease_until > now(), false)
-        FOR UPDATE SKIP LOCKED
-      ) q
-      WHERE t.id = q.id
-    )
-  `
-
 const TakenRow = Schema.Struct({
   ...DeliveryRow.fields,
   lease_id: Schema.String,
@@ -200,7 +180,6 @@ export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options
       WHERE t.id = p.id
       RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures, t.share_group
     ),
-    ${unlisted(sql, kind)},
     handed AS (
       SELECT k.*, l.lease_id, l.leased_to AS mark, l.consecutive_failures AS target_failures, l.share_group AS target_group
       FROM taken k JOIN leased l ON l.id = k.target_id
@@ -264,6 +243,9 @@ export const take = Effect.fnUntraced(function*(
 ) {
   if (options.limit <= 0) return []
   if (leases.doubtful().length > 0) yield* reconcile(sql, leases)
+  if (leases.unlistDue(kind, yield* Clock.currentTimeMillis, UNLIST_EVERY_MS)) {
+    yield* unlistQuiet(sql, kind).pipe(Effect.orDie)
+  }
   const owner = leases.owner()
   // The takeover's two statements only when a lease ran out somewhere and room is left.
   const rows = yield* Effect.gen(function*() {
