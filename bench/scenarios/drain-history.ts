@@ -15,14 +15,21 @@
  * (read after the statistics' flush): transactions, rows inserted,
  * updated, deleted and fetched, buffers hit and read; from
  * `pg_stat_user_tables` over the queue's tables: sequential scans and the
- * rows they read, index scans, and dead row versions after. Counts, not
- * timings: they hold on a loaded machine. Aim: every count after history
- * at most 1.2x the fresh drain's.
+ * rows they read, index scans, and dead row versions after; of
+ * `delivery_targets` (one row per endpoint, written at every enqueue,
+ * lease and settle) its HOT updates of all updates, dead versions, heap
+ * and index sizes, over each drain and over the trickle (a row of its
+ * own). Counts, not timings: they hold on a loaded machine. Beside them
+ * the drain's rate and the CPU of svc and of the database's backends per
+ * delivery (the producer's INSERT of the burst included), which the
+ * machine's load moves. Aim: every count after history at most 1.2x the
+ * fresh drain's.
  *
  * `BENCH_KEEP_DATABASE=1` leaves the database in place after the run (its
  * URL is in the notes), to EXPLAIN its statements.
  */
 import * as path from "node:path"
+import { measureCpu } from "../support/cpu.ts"
 import type { BenchClient } from "../support/db.ts"
 import { freshDatabase, withClient } from "../support/db.ts"
 import type { Receipts } from "../support/receiver.ts"
@@ -55,7 +62,12 @@ const COUNTERS = [
   "n_tup_upd",
   "n_tup_hot_upd"
 ] as const
-type Counts = Record<(typeof COUNTERS)[number], number> & { readonly dead: number; readonly byTable: string }
+type Counts = Record<(typeof COUNTERS)[number], number> & {
+  readonly dead: number
+  readonly byTable: string
+  /** `delivery_targets`: updates, HOT updates, dead versions, heap and index bytes. */
+  readonly targets: { upd: number; hot: number; dead: number; heap: number; indexes: number }
+}
 
 const counts = async (client: BenchClient): Promise<Counts> => {
   // The backends flush their statistics at most once a second.
@@ -73,11 +85,32 @@ const counts = async (client: BenchClient): Promise<Counts> => {
      FROM pg_stat_user_tables WHERE relname = ANY ($1::text[])`,
     [[...QUEUE_TABLES]]
   )
-  const out: Record<string, number | string> = { dead: Number(tables.dead), byTable: String(tables.by_table) }
+  const { rows: [targets] } = await client.query<Record<string, string>>(
+    `SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot, n_dead_tup AS dead,
+            pg_relation_size(relid) AS heap, pg_indexes_size(relid) AS indexes
+     FROM pg_stat_user_tables WHERE relname = 'delivery_targets'`
+  )
+  const out: Record<string, unknown> = {
+    dead: Number(tables.dead),
+    byTable: String(tables.by_table),
+    targets: Object.fromEntries(Object.entries(targets!).map(([k, v]) => [k, Number(v)]))
+  }
   for (const name of COUNTERS) {
     out[name] = Number((db as Record<string, unknown>)[name] ?? (tables as Record<string, unknown>)[name])
   }
   return out as Counts
+}
+
+/** `delivery_targets` over a phase: its HOT share of updates, and its size and dead versions after. */
+const targetsOver = (before: Counts, after: Counts) => {
+  const upd = after.targets.upd - before.targets.upd
+  const hot = after.targets.hot - before.targets.hot
+  return {
+    "targets HOT / updates": `${hot} / ${upd} (${upd === 0 ? "-" : Math.round((100 * hot) / upd)}%)`,
+    "targets dead · heap · indexes after": `${after.targets.dead} · ${Math.round(after.targets.heap / 1024)} KB · ${
+      Math.round(after.targets.indexes / 1024)
+    } KB`
+  }
 }
 
 /**
@@ -155,22 +188,34 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
           }
           await receiver.call<Receipts>("wait", { path: route, count, timeoutMs: 1_200_000 })
         }
+        // CPU of svc's process and of the database's backends (the producer's INSERT of the burst included).
+        const meters = [{ name: "svc", pids: () => [svc.pid] }, { name: "postgres", pids: database.meter!.pids }]
         const measured = async (arm: string) => {
           const before = await counts(client)
           const from = new Date().toISOString()
-          await burst(k.backlog)
+          const t0 = performance.now()
+          const { cpu } = await measureCpu(meters, () => burst(k.backlog))
+          const seconds = (performance.now() - t0) / 1000
           notes.push(`${checkout.label} ${arm}: drained from ${from} to ${new Date().toISOString()}.`)
           const after = await counts(client)
           const per = (name: (typeof COUNTERS)[number]) => (after[name] - before[name]) / k.backlog
           notes.push(
             `${checkout.label} ${arm}: the queue's tables, sequential scans / dead rows after: ${after.byTable}.`
           )
-          return { per, dead: after.dead }
+          return { per, dead: after.dead, cpu, seconds, targets: targetsOver(before, after) }
         }
         await burst(k.warmup)
         const fresh = await measured("fresh")
+        const beforeTrickle = await counts(client)
         await trickle(k.history)
+        const afterTrickle = await counts(client)
         const history = await measured("history")
+        rows.push({
+          arm: `${checkout.label} trickle`,
+          "history events": k.warmup + k.backlog,
+          "xact / delivery": round((afterTrickle.xact_commit - beforeTrickle.xact_commit) / k.history, 3),
+          ...targetsOver(beforeTrickle, afterTrickle)
+        })
         for (const [arm, r] of [["fresh", fresh], ["history", history]] as const) {
           rows.push({
             arm: `${checkout.label} ${arm}`,
@@ -184,7 +229,12 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
             "buffers hit": round(r.per("blks_hit"), 1),
             "queue seq scans · rows read": `${round(r.per("seq_scan"), 3)} · ${round(r.per("seq_tup_read"), 1)}`,
             "queue HOT / updates": `${round(r.per("n_tup_hot_upd"), 2)} / ${round(r.per("n_tup_upd"), 2)}`,
-            "queue dead rows after": r.dead
+            "queue dead rows after": r.dead,
+            ...r.targets,
+            "deliveries/s": Math.round(k.backlog / r.seconds),
+            "CPU µs/delivery: svc · postgres": `${Math.round(r.cpu.svc! / k.backlog)} · ${
+              Math.round(r.cpu.postgres! / k.backlog)
+            }`
           })
         }
         for (const name of ["blks_hit", "tup_fetched", "tup_returned"] as const) {
@@ -210,6 +260,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       aims,
       notes: [
         `A backlog of ${k.backlog} approval events committed in one transaction, each delivered once to one endpoint, after a warm-up drain of ${k.warmup}: fresh, then again after ${k.history} events trickled at ${k.trickle}/s (one per transaction), on the same database and svc process.`,
+        "The trickle row: delivery_targets over the trickled events, its transactions per event.",
         "Per delivery: pg_stat_database deltas over the drain (the whole database: svc's background work included), and over the queue's tables (events, event_dispatch, deliveries, delivery_targets, delivery_outcomes, delivery_attempts) their sequential scans, the rows those read, and HOT updates of all updates.",
         ...notes
       ]

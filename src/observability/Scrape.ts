@@ -90,7 +90,7 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
                       WHERE d.target_id = t.id AND d.seq > t.cursor AND d.status = 'logged'
                       ORDER BY d.target_id, d.seq LIMIT 1
                     ) f
-                    WHERE t.kind = k.kind AND t.log_pending > 0)
+                    WHERE t.kind = k.kind AND t.log_listed AND t.log_pending > 0)
                  ))::float8 AS oldest_age
           FROM (VALUES ('webhook'), ('telemetry'), ('email')) AS k (kind)
           LEFT JOIN targets t ON t.kind = k.kind

@@ -36,6 +36,7 @@ export const makeLogLeases = () => {
   const held = new Map<string, Held>()
   let owner = newId()
   let former: Array<string> = []
+  const unlistedAt = new Map<string, number>()
 
   return {
     /** Rows handed out under `leaseId`; `mark` is the target's new `leased_to`. A new lease id replaces what was known. */
@@ -77,6 +78,12 @@ export const makeLogLeases = () => {
     forget: (targetId: string, leaseId: string) => {
       // Sends still in flight under it will find the lease gone when they settle.
       if (held.get(targetId)?.leaseId === leaseId) held.delete(targetId)
+    },
+    /** Whether the quiet targets of `kind` are to leave the log's index now (`Unlist.ts`): at most every `everyMs`. */
+    unlistDue: (kind: string, now: number, everyMs: number) => {
+      if (now - (unlistedAt.get(kind) ?? -Infinity) < everyMs) return false
+      unlistedAt.set(kind, now)
+      return true
     },
     /** How many target leases are known (for tests). */
     size: () => held.size,

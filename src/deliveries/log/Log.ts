@@ -1,8 +1,9 @@
 /**
  * Folder `log/`: the log of deliveries to concurrent targets, from take to
  * settle: `Log.ts` (take, lease, takeover, release), `HeldLeases.ts` (what
- * this process knows of its leases), `Reconcile.ts` (a lost take), and
- * `SettleSuccesses.ts` (the settle of a batch of successes alone). It never
+ * this process knows of its leases), `Reconcile.ts` (a lost take),
+ * `SettleSuccesses.ts` (the settle of a batch of successes alone), and
+ * `Unlist.ts` (quiet targets leave the log's index). It never
  * writes a row leased on its own (`rows/`) other than releasing its own
  * rows into one, and knows nothing of the worker or of HTTP. Its states
  * and guarantees: `docs/architecture.md` ("Delivery engine").
@@ -13,7 +14,7 @@
  * with a lower seq can appear after a take saw a higher one.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Duration, Effect, Schema } from "effect"
+import { Clock, Duration, Effect, Schema } from "effect"
 import { BigIntText } from "../../platform/Rows.ts"
 import { decodeRows, DeliveryRow } from "../Rows.ts"
 import { RATE_TOKENS, rateCharged } from "../Targets.ts"
@@ -21,6 +22,7 @@ import type { Claimed, ClaimOptions, DeliveryKind } from "../Types.ts"
 import { toDelivery } from "../Types.ts"
 import type { LogLeases } from "./HeldLeases.ts"
 import { reconcile } from "./Reconcile.ts"
+import { UNLIST_EVERY_MS, unlistQuiet } from "./Unlist.ts"
 
 /** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
 export const MAX_SEQ = "9223372036854775807"
@@ -69,7 +71,7 @@ const picked = (sql: PgClient.PgClient, kind: DeliveryKind, options: ClaimOption
         t.log_pending - CASE WHEN ${mine} THEN t.log_in_flight ELSE 0 END AS waiting,
         ${sql.literal(RATE_TOKENS)} AS tokens
       FROM delivery_targets t
-      WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict
+      WHERE t.kind = ${kind} AND t.log_listed AND t.log_pending > 0 AND NOT t.strict
         AND (t.cooldown_until IS NULL OR t.cooldown_until <= now())
         AND ${
     mode === "fresh"
@@ -172,7 +174,8 @@ export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options
           leased_to = greatest(p.start, coalesce(m.top, p.start)),
           log_in_flight = CASE WHEN p.mine THEN t.log_in_flight ELSE 0 END + coalesce(m.n, 0),
           lease_until = now() + make_interval(secs => ${seconds(options)}),
-          rate_tat = ${sql.literal(rateCharged("coalesce(m.n, 0)"))}
+          rate_tat = ${sql.literal(rateCharged("coalesce(m.n, 0)"))},
+          log_recent = true
       FROM picked p LEFT JOIN marks m ON m.target_id = p.id
       WHERE t.id = p.id
       RETURNING t.id, t.lease_id, t.leased_to, t.consecutive_failures, t.share_group
@@ -184,7 +187,8 @@ export const leaseAndTake = (sql: PgClient.PgClient, kind: DeliveryKind, options
     SELECT h.*, f.takeover FROM (
       SELECT EXISTS (
         SELECT 1 FROM delivery_targets x
-        WHERE x.kind = ${kind} AND x.log_pending > 0 AND NOT x.strict AND x.lease_id IS NOT NULL AND x.lease_until <= now()
+        WHERE x.kind = ${kind} AND x.log_listed AND x.log_pending > 0 AND NOT x.strict AND x.lease_id IS NOT NULL
+          AND x.lease_until <= now()
       ) AS takeover
     ) f
     LEFT JOIN handed h ON true
@@ -198,7 +202,8 @@ export const leaseTargets = (sql: PgClient.PgClient, kind: DeliveryKind, options
     SET lease_owner = ${owner}, lease_id = gen_random_uuid(), leased_to = t.cursor, log_in_flight = 0,
         lease_until = now() + make_interval(secs => ${seconds(options)}),
         -- Charged for what it may take (the next statement takes at most that).
-        rate_tat = ${sql.literal(rateCharged("p.want"))}
+        rate_tat = ${sql.literal(rateCharged("p.want"))},
+        log_recent = true
     FROM picked p
     WHERE t.id = p.id
     RETURNING t.id, t.lease_id, p.want
@@ -238,6 +243,9 @@ export const take = Effect.fnUntraced(function*(
 ) {
   if (options.limit <= 0) return []
   if (leases.doubtful().length > 0) yield* reconcile(sql, leases)
+  if (leases.unlistDue(kind, yield* Clock.currentTimeMillis, UNLIST_EVERY_MS)) {
+    yield* unlistQuiet(sql, kind).pipe(Effect.orDie)
+  }
   const owner = leases.owner()
   // The takeover's two statements only when a lease ran out somewhere and room is left.
   const rows = yield* Effect.gen(function*() {

@@ -186,7 +186,7 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, o
                            THEN t.lease_until ELSE now() END,
                       coalesce(t.cooldown_until, now()), ${sql.literal(RATE_READY)}))
              FROM delivery_targets t
-             WHERE t.kind = ${kind} AND t.log_pending > 0 AND NOT t.strict)
+             WHERE t.kind = ${kind} AND t.log_listed AND t.log_pending > 0 AND NOT t.strict)
           ) AS at
 `
 

@@ -3,7 +3,8 @@
  * statistics say: on a PostgreSQL server, with a large
  * backlog and a long history inserted after the last (auto)analyze, neither
  * the claim, the next-due query nor the settle reads `deliveries` sequentially or sorts
- * the queue. The plans are printed for the record (`PRINT_PLANS=1`). The
+ * the queue, and the lease and next-due find the log's endpoints in
+ * `delivery_targets_log_idx`, not by reading every endpoint. The plans are printed for the record (`PRINT_PLANS=1`). The
  * delivery records (an endpoint's latest deliveries, one delivery's
  * attempts) find each listed row's outcome row by one ordered probe, on
  * either database, however many outcome rows the endpoint has.
@@ -23,6 +24,8 @@ import { newOrg, QueueLive, serverUrl } from "./support.ts"
 const BACKLOG = 60_000
 const HISTORY = 120_000
 const TARGETS = 40
+/** Endpoints with nothing logged and no lease of late. */
+const QUIET = 20_000
 /** A burst to one endpoint, as the webhooks benchmark sends it. */
 const BURST = 20_000
 
@@ -240,6 +243,42 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
           )
           assert.deepStrictEqual(readsTheWholeQueue(yield* explain(settle)), [], "settle")
           assert.strictEqual((yield* settle).length, 64)
+        }))
+
+      it.effect("with thousands of quiet endpoints, the lease and next-due read the log's endpoints from its index", () =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const org = yield* newOrg
+          // Endpoints delivered to once and quiet since: out of the log's index (not log_listed).
+          yield* sql`
+          INSERT INTO delivery_targets (id, org_id, kind, cursor, leased_to)
+          SELECT gen_random_uuid(), ${org}, 'webhook', 1, 1 FROM generate_series(1, ${QUIET})
+        `
+          const pg = yield* PgClient.PgClient
+          const readsEveryEndpoint = (plan: ReadonlyArray<PlanNode>) =>
+            plan.filter((node) =>
+              node["Relation Name"] === "delivery_targets" &&
+              (node["Node Type"] === "Seq Scan" ||
+                (node["Index Name"] !== undefined && node["Index Name"] !== "delivery_targets_log_idx" &&
+                  node["Index Name"] !== "delivery_targets_pkey"))
+            )
+          const options = { limit: 512, leaseFor: "30 seconds", perTarget: 64 } as const
+          const lease = yield* explain(leaseAndTake(pg, "webhook", options, newId()))
+          assert.deepStrictEqual(readsEveryEndpoint(lease), [], "lease and take")
+          assert.isTrue(
+            lease.some((node) => node["Index Name"] === "delivery_targets_log_idx"),
+            "lease and take: the log's index"
+          )
+          assert.deepStrictEqual(
+            readsEveryEndpoint(yield* explain(leaseTargets(pg, "webhook", options, newId()))),
+            [],
+            "takeover lease"
+          )
+          assert.deepStrictEqual(
+            readsEveryEndpoint(yield* explain(nextDueStatement(pg, "webhook", newId()))),
+            [],
+            "next due"
+          )
         }))
     }
   )
