@@ -8,9 +8,11 @@
  * A failure's record is stored while the destination's row is held shared
  * (`whileExists`; the undelivered count's trigger then locks its target:
  * destination first, as its deletion takes them), and the destination's
- * `last_error` is written after, by a statement of its own: two processes
- * recording failures of one destination would deadlock raising their shared
- * locks to update it in the transaction. Successes, the common case, are
+ * `last_error` is written just before, by a statement of its own (as the
+ * queue's drain does): two processes recording failures of one destination
+ * would deadlock raising their shared locks to update it in the
+ * transaction, and a reader who sees the failed record sees its error on
+ * the destination too. Successes, the common case, are
  * recorded later with the destination's others (`Records`), by a
  * transaction that takes the row to update it first.
  */
@@ -95,13 +97,13 @@ export const makeMemorySender = (deps: {
             Effect.gen(function*() {
               lastOutcome.forgetSuccess(destinationId)
               yield* records.writeOf(destinationId)
+              yield* repo.recordError(destinationId, error)
               yield* record({
                 status: "failed",
                 payload: ready.seal(destinationId, body),
                 error,
                 meta: { ...meta, round_start: 1 }
               })
-              yield* repo.recordError(destinationId, error)
               metrics.deliveryAttempt("telemetry", "Failed", durationMs)
               metrics.spansDropped("organizations", "export_failed", spanCount)
               return false
@@ -138,13 +140,13 @@ export const makeMemorySender = (deps: {
               if (schedule.length === 0) return yield* failed(`${result.error} (gave up after 1 attempt)`)
               lastOutcome.forgetSuccess(destinationId)
               yield* records.writeOf(destinationId)
+              yield* repo.recordError(destinationId, result.error)
               yield* record({
                 status: "retrying",
                 payload: ready.seal(destinationId, body),
                 error: result.error,
                 retryAfter: retryDelay(schedule, 1, result)
               })
-              yield* repo.recordError(destinationId, result.error)
               metrics.deliveryAttempt("telemetry", "Retry", durationMs)
               yield* queue.wake("telemetry")
               return false
