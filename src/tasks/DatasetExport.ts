@@ -5,12 +5,13 @@
  * page in memory whatever the version's size.
  *
  * The lines are PostgreSQL's own text of each example
- * (`jsonb_build_object(...)::text`): the same bytes on every export and on
- * either database, numbers exactly as stored (no round trip through
- * JavaScript numbers), and nothing to parse here. A page is cut by the
- * stored length of each line (`line_bytes`, migration 0790): the text is
- * built for the rows the page returns and no others, so a page costs what
- * it sends.
+ * (`jsonb_build_object(...)::text`), stored as the example is written
+ * (`line`, migration 0980): the same bytes on every export and on either
+ * database, numbers exactly as stored (no round trip through JavaScript
+ * numbers), nothing to parse here, and nothing to build either: a page
+ * reads stored text. A page is cut by the stored length of each line
+ * (`line_bytes`, migration 0790): it reads the lines it returns and no
+ * others, so a page costs what it sends.
  *
  * An organization's exports read at most `EXPORT_PAGES_AT_ONCE` pages at
  * a time in a process, whatever the number of its readers, so that they
@@ -94,13 +95,13 @@ export class DatasetExport extends Context.Service<DatasetExport, {
 
       // One page: up to EXPORT_PAGE_ROWS rows from `from`, cut after the
       // row that crosses EXPORT_PAGE_BYTES. The cut (the sub-select, run
-      // once) reads stored lengths only; the text is built for the rows up
+      // once) reads stored lengths only; the lines are read for the rows up
       // to it, both reads ranges of the primary key.
       const page = (orgId: string, lineageId: string, from: number, to: number) =>
         pagePermits.withPermit(
           orgId,
           LineRows.all(sql`
-          SELECT position, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS line
+          SELECT position, line
           FROM dataset_examples
           WHERE lineage_id = ${lineageId} AND position >= ${from} AND position <= (
             SELECT max(position) FROM (

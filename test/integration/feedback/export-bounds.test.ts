@@ -146,6 +146,26 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
           const lines = new TextDecoder().decode(got.bytes).split("\n").slice(0, -1)
           assert.deepStrictEqual(lines.map((line) => Buffer.byteLength(line)), rows.map((row) => Number(row.built)))
         }))
+
+      it.effect("each example's stored line is PostgreSQL's text of the example, as the export sends it", () =>
+        Effect.gen(function*() {
+          const svc = yield* SvcTest
+          const org = yield* SvcTest.org()
+          const datasetId = yield* largeVersion(org, 4, 3, 4)
+          yield* svc.sql`
+            UPDATE dataset_examples SET input = '{"text": "é ☃ 𝄞 \\"quoted\\"\\n", "n": 1.50, "deep": [{"a": null}, true]}'::jsonb,
+              feedback_id = NULL
+            WHERE dataset_id = ${datasetId} AND position = 1`
+          const rows = yield* svc.sql<{ line: string; built: string }>`
+            SELECT line, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS built
+            FROM dataset_examples WHERE dataset_id = ${datasetId} ORDER BY position`
+          assert.strictEqual(rows.length, 4)
+          assert.deepStrictEqual(rows.map((row) => row.line), rows.map((row) => row.built))
+          assert.include(rows[1]!.line, "\"feedback_id\": null")
+          assert.include(rows[0]!.line, "\"feedback_id\": \"")
+          const got = yield* download(org, datasetId)
+          assert.strictEqual(new TextDecoder().decode(got.bytes), rows.map((row) => `${row.built}\n`).join(""))
+        }))
     })
 
     describe("the first export measures the version once, across processes", () => {
