@@ -28,7 +28,7 @@ import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { hubSignal } from "../streams/SessionEvents.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { type DecisionInput, decisionOf, type DecisionRefused, makeDecide, writes } from "./Decide.ts"
-import { makeEdits, NOTHING_SETTLED, settledValues } from "./Edits.ts"
+import { hasEdit, makeEdits, NOTHING_SETTLED, settledValues } from "./Edits.ts"
 import { snapshotOf } from "./Events.ts"
 import {
   APPROVAL_COLUMNS,
@@ -158,28 +158,30 @@ export class Approvals extends Context.Service<Approvals, {
             if (early !== undefined) return yield* early.answer
           }
           // Edited arguments are checked against the class's schema before the row is locked.
-          const settled = yield* edits.settle(orgId, approvalId, input.edit)
-          if (settled === undefined) return yield* decider.refusal.missing()
-          const reason = input.reason === undefined ? null : yield* scrubReason(input.reason)
-          // Its JSON text, made before the transaction holds the database (`settledValues` keeps it).
-          settledValues(settled)
-          const transaction = sql.withTransaction(Effect.gen(function*() {
-            const { current, now, row } = yield* decider.read(orgId, actor, approvalId, input, true)
-            return yield* decider.apply(
-              orgId,
-              actor,
-              input,
-              row,
-              transition(current, actor, decision, now),
-              settled,
-              reason,
-              now
-            )
-          }))
-          // A decision that writes edited arguments or a response waits for the organization's other such
-          // decisions: one organization's large edits hold the database (the embedded one's only session) one at a time.
-          const after = yield* (settled === NOTHING_SETTLED ? transaction : editPermits.withPermit(orgId, transaction))
-            .pipe(Effect.orDie)
+          const settleAndWrite = Effect.gen(function*() {
+            const settled = yield* edits.settle(orgId, approvalId, input.edit)
+            if (settled === undefined) return yield* decider.refusal.missing()
+            const reason = input.reason === undefined ? null : yield* scrubReason(input.reason)
+            // Its JSON text, made before the transaction holds the database (`settledValues` keeps it).
+            settledValues(settled)
+            return yield* sql.withTransaction(Effect.gen(function*() {
+              const { current, now, row } = yield* decider.read(orgId, actor, approvalId, input, true)
+              return yield* decider.apply(
+                orgId,
+                actor,
+                input,
+                row,
+                transition(current, actor, decision, now),
+                settled,
+                reason,
+                now
+              )
+            })).pipe(Effect.orDie)
+          })
+          // A decision with edited arguments or a response waits for the organization's other such decisions:
+          // one organization's large edits are checked (in the workers) and written (holding the database, the
+          // embedded one's only session) one at a time, not all at once beside other organizations' requests.
+          const after = yield* (hasEdit(input.edit) ? editPermits.withPermit(orgId, settleAndWrite) : settleAndWrite)
           if (after.wake !== undefined) yield* announce({ orgId, ...after.wake })
           return yield* after.answer
         }

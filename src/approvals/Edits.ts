@@ -101,6 +101,10 @@ const StepRows = rowsOf(
 const schemaKey = (orgId: string, actionClass: string, schema: Json) =>
   `arguments:${orgId}:${actionClass}:${argumentsDigest(schema)}`
 
+/** Whether a decision carries edited arguments or a response. */
+export const hasEdit = (edit: DecisionEdit | undefined): edit is DecisionEdit =>
+  edit !== undefined && (edit.arguments !== undefined || edit.response !== undefined)
+
 export const makeEdits = (
   sql: SqlClient.SqlClient,
   schemas: AnswerSchemas["Service"],
@@ -120,7 +124,7 @@ export const makeEdits = (
    * does not exist (the decision answers 404).
    */
   const settle = Effect.fnUntraced(function*(orgId: string, approvalId: string, edit: DecisionEdit | undefined) {
-    if (edit === undefined || (edit.arguments === undefined && edit.response === undefined)) return NOTHING_SETTLED
+    if (!hasEdit(edit)) return NOTHING_SETTLED
     // The response reaches the agent, the webhooks and the console: recognizable secrets go first, as from a reason.
     if (edit.arguments === undefined) {
       if (edit.response === undefined) return NOTHING_SETTLED
