@@ -10,6 +10,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber } from "effect"
 import crypto from "node:crypto"
 import { newId } from "../../../src/platform/Ids.ts"
+import { EXPORT_PIECE_BYTES } from "../../../src/tasks/DatasetExport.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { onServerRun } from "../../support/databases.ts"
 import { eventually, raw } from "../../support/http.ts"
@@ -147,11 +148,12 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
           assert.deepStrictEqual(lines.map((line) => Buffer.byteLength(line)), rows.map((row) => Number(row.built)))
         }))
 
-      it.effect("each example's stored line is PostgreSQL's text of the example, as the export sends it", () =>
+      it.effect("each example's stored line is PostgreSQL's text of the example, as the export sends it, long lines whole", () =>
         Effect.gen(function*() {
           const svc = yield* SvcTest
           const org = yield* SvcTest.org()
-          const datasetId = yield* largeVersion(org, 4, 3, 4)
+          // Lines of about 300 KB, longer than a piece (EXPORT_PIECE_BYTES), around a short one.
+          const datasetId = yield* largeVersion(org, 4, 100_000, 4)
           yield* svc.sql`
             UPDATE dataset_examples SET input = '{"text": "é ☃ 𝄞 \\"quoted\\"\\n", "n": 1.50, "deep": [{"a": null}, true]}'::jsonb,
               feedback_id = NULL
@@ -163,6 +165,8 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
           assert.deepStrictEqual(rows.map((row) => row.line), rows.map((row) => row.built))
           assert.include(rows[1]!.line, "\"feedback_id\": null")
           assert.include(rows[0]!.line, "\"feedback_id\": \"")
+          assert.isAbove(Buffer.byteLength(rows[0]!.line), EXPORT_PIECE_BYTES)
+          assert.isBelow(Buffer.byteLength(rows[1]!.line), EXPORT_PIECE_BYTES)
           const got = yield* download(org, datasetId)
           assert.strictEqual(new TextDecoder().decode(got.bytes), rows.map((row) => `${row.built}\n`).join(""))
         }))
