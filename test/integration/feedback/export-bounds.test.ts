@@ -94,7 +94,7 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
 })(
   "dataset export bounds",
   (it) => {
-    describe("a page builds the text of the rows it sends, no others", () => {
+    describe("a page reads the lines of the rows it sends, no others", () => {
       it.effect(
         "a version of 500 examples of about 200 KB each exports whole with SVC_DB_STATEMENT_TIMEOUT at 1 s (server) or 4 s (embedded), and the service keeps answering",
         () =>
