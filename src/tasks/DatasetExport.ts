@@ -68,12 +68,16 @@ const DigestRows = rowsOf(
 )
 /** How often a first export that another is measuring looks for the stored values. */
 const CLAIM_POLL = Duration.millis(100)
-const LineRows = rowsOf("dataset_examples", Schema.Struct({ position: Schema.Number, line: Schema.String }))
+const LineRows = rowsOf(
+  "dataset_examples",
+  Schema.Struct({ position: Schema.Number, line: Schema.NullOr(Schema.String), line_bytes: Schema.Number })
+)
 const LineBytesRows = rowsOf(
   "dataset_examples",
   Schema.Struct({ position: Schema.Number, line: Schema.NullOr(Schema.Uint8Array), line_bytes: Schema.Number })
 )
 const PieceRows = rowsOf("dataset_examples", Schema.Struct({ piece: Schema.Uint8Array }))
+const PieceTextRows = rowsOf("dataset_examples", Schema.Struct({ piece: Schema.String }))
 const NEWLINE = new Uint8Array([0x0a])
 
 /** What an export answers: the checksum and size of the whole export, the line count, and the lines from `after` on. */
@@ -106,59 +110,55 @@ export class DatasetExport extends Context.Service<DatasetExport, {
         ? EXPORT_PAGES_AT_ONCE.embedded
         : EXPORT_PAGES_AT_ONCE.server
       const pagePermits = makeOrgPermits(pagesAtOnce)
-      // On a server a line comes as its UTF-8 bytes (`bytea`, binary): not decoded into a string on the event
-      // loop to be encoded again (about 4 ms each of a 1.8 MB line, a hundred exports at once), and one longer
-      // than EXPORT_PIECE_BYTES in pieces. The embedded database answers `bytea` as hexadecimal text, slower
-      // to read than the line itself, and hands rows over whole: there, the text.
+      // A line longer than EXPORT_PIECE_BYTES is read in pieces of that many bytes, one statement and one chunk
+      // each, as the reader takes them: no statement reads, and no export holds, more than a piece of it. On a
+      // server a line comes as its UTF-8 bytes (`bytea`, binary): not decoded into a string on the event loop to
+      // be encoded again. The embedded database answers `bytea` as hexadecimal text, slower to read than the
+      // line itself: there, a short line comes as text and a piece as base64.
       const asBytes = Option.isSome(config.databaseUrl)
       const lineColumn = asBytes
         ? sql`CASE WHEN line_bytes <= ${EXPORT_PIECE_BYTES} THEN convert_to(line, 'UTF8') END AS line, line_bytes`
-        : sql`line`
-      type Line = { readonly position: number; readonly line: string | Uint8Array | null }
-      const lineRows = (
-        statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
-      ): Effect.Effect<ReadonlyArray<Line & { readonly line_bytes?: number }>> =>
-        asBytes ? LineBytesRows.all(statement) : LineRows.all(statement)
-      /** A long line's bytes from `offset`, at most EXPORT_PIECE_BYTES of them. */
-      const piece = (orgId: string, lineageId: string, position: number, offset: number) =>
-        pagePermits.withPermit(
-          orgId,
-          PieceRows.all(sql`
-            SELECT substring(convert_to(line, 'UTF8') FROM ${offset + 1} FOR ${EXPORT_PIECE_BYTES}) AS piece
-            FROM dataset_examples WHERE lineage_id = ${lineageId} AND position = ${position}
-          `)
-        )
-      /** A page's chunks: its lines, each ended by a newline; a long line read in pieces, each a chunk. */
-      const chunksOf = (
+        : sql`CASE WHEN line_bytes <= ${EXPORT_PIECE_BYTES} THEN line END AS line, line_bytes`
+      type Line = { readonly position: number; readonly line: string | Uint8Array | null; readonly line_bytes: number }
+      const lineRows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>): Effect.Effect<
+        ReadonlyArray<Line>
+      > => asBytes ? LineBytesRows.all(statement) : LineRows.all(statement)
+      const pieceColumn = (offset: number) =>
+        asBytes
+          ? sql`substring(convert_to(line, 'UTF8') FROM ${offset + 1} FOR ${EXPORT_PIECE_BYTES}) AS piece`
+          : sql`encode(substring(convert_to(line, 'UTF8') FROM ${
+            offset + 1
+          } FOR ${EXPORT_PIECE_BYTES}), 'base64') AS piece`
+      /** A long line's bytes from `offset`, at most EXPORT_PIECE_BYTES of them; none when the row is missing. */
+      const pieceRows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>): Effect.Effect<
+        ReadonlyArray<{ readonly piece: string | Uint8Array }>
+      > => asBytes ? PieceRows.all(statement) : PieceTextRows.all(statement)
+      const piece = (
         orgId: string,
         lineageId: string,
-        rows: ReadonlyArray<Line & { readonly line_bytes?: number }>
-      ) =>
-        Effect.gen(function*() {
-          if (!asBytes) return [Buffer.from(rows.map((row) => row.line).join("\n") + "\n", "utf8") as Uint8Array]
-          const chunks: Array<Uint8Array> = []
-          let short: Array<Uint8Array> = []
-          for (const row of rows) {
-            if (row.line !== null) {
-              short.push(row.line as Uint8Array, NEWLINE)
-              continue
-            }
-            if (short.length > 0) chunks.push(Buffer.concat(short))
-            short = []
-            for (let offset = 0; offset < row.line_bytes!; offset += EXPORT_PIECE_BYTES) {
-              const [found] = yield* piece(orgId, lineageId, row.position, offset)
-              if (found === undefined || found.piece.length === 0) {
-                return yield* Effect.die(
-                  new Error(`dataset line ${lineageId} has no example at position ${row.position}`)
-                )
-              }
-              chunks.push(found.piece)
-            }
-            short.push(NEWLINE)
-          }
-          if (short.length > 0) chunks.push(Buffer.concat(short))
-          return chunks
-        })
+        position: number,
+        offset: number
+      ): Effect.Effect<Uint8Array | undefined> =>
+        pagePermits.withPermit(
+          orgId,
+          Effect.map(
+            pieceRows(sql`
+              SELECT ${pieceColumn(offset)}
+              FROM dataset_examples WHERE lineage_id = ${lineageId} AND position = ${position}
+            `),
+            ([found]) =>
+              found === undefined
+                ? undefined
+                : typeof found.piece === "string"
+                ? Buffer.from(found.piece, "base64") as Uint8Array
+                : found.piece
+          )
+        )
+      /** Short lines, each ended by a newline, as one chunk. */
+      const chunkOf = (rows: ReadonlyArray<Line>) =>
+        asBytes
+          ? Buffer.concat(rows.flatMap((row) => [row.line as Uint8Array, NEWLINE])) as Uint8Array
+          : Buffer.from(rows.map((row) => row.line).join("\n") + "\n", "utf8") as Uint8Array
 
       // One page: up to EXPORT_PAGE_ROWS rows from `from`, cut after the
       // row that crosses EXPORT_PAGE_BYTES. The cut (the sub-select, run
@@ -185,22 +185,50 @@ export class DatasetExport extends Context.Service<DatasetExport, {
         `)
         )
 
-      /** Lines `from` to `to` (exclusive), a chunk or a few per page. A missing row ends the body with a defect: the connection is cut, never a short body that looks complete. */
-      const lines = (orgId: string, lineageId: string, from: number, to: number): Stream.Stream<Uint8Array> =>
-        Stream.paginate(from, (next: number) =>
-          next >= to
-            ? Effect.succeed([[], Option.none<number>()] as const)
-            : Effect.flatMap(page(orgId, lineageId, next, to), (rows) => {
-              const last = rows[rows.length - 1]
-              if (last === undefined || rows[0]!.position !== next || last.position !== next + rows.length - 1) {
-                return Effect.die(new Error(`dataset line ${lineageId} has no example at position ${next}`))
-              }
-              const after = last.position + 1
-              return Effect.map(
-                chunksOf(orgId, lineageId, rows),
-                (chunks) => [chunks, after < to ? Option.some(after) : Option.none<number>()] as const
+      /**
+       * Lines `from` to `to` (exclusive): a page's short lines as a chunk, a
+       * long line as a chunk per piece. A missing row ends the body with a
+       * defect: the connection is cut, never a short body that looks complete.
+       */
+      const lines = (orgId: string, lineageId: string, from: number, to: number): Stream.Stream<Uint8Array> => {
+        type At = { readonly next: number; readonly long?: { readonly offset: number; readonly bytes: number } }
+        const missing = (position: number) =>
+          Effect.die(new Error(`dataset line ${lineageId} has no example at position ${position}`))
+        const after = (next: number) => next < to ? Option.some<At>({ next }) : Option.none<At>()
+        return Stream.paginate({ next: from } as At, (at: At) => {
+          if (at.next >= to) return Effect.succeed([[], Option.none<At>()] as const)
+          const long = at.long
+          if (long !== undefined) {
+            return Effect.flatMap(piece(orgId, lineageId, at.next, long.offset), (bytes) => {
+              if (bytes === undefined || bytes.length === 0) return missing(at.next)
+              const offset = long.offset + EXPORT_PIECE_BYTES
+              return Effect.succeed(
+                offset < long.bytes
+                  ? [[bytes], Option.some<At>({ next: at.next, long: { offset, bytes: long.bytes } })] as const
+                  : [[bytes, NEWLINE], after(at.next + 1)] as const
               )
-            }))
+            })
+          }
+          return Effect.flatMap(page(orgId, lineageId, at.next, to), (rows) => {
+            const last = rows[rows.length - 1]
+            if (last === undefined || rows[0]!.position !== at.next || last.position !== at.next + rows.length - 1) {
+              return missing(at.next)
+            }
+            // The short lines before the first long one; the long one is read next, in pieces.
+            const cut = rows.findIndex((row) => row.line === null)
+            const short = cut === -1 ? rows : rows.slice(0, cut)
+            const chunks = short.length === 0 ? [] : [chunkOf(short)]
+            return Effect.succeed(
+              cut === -1
+                ? [chunks, after(last.position + 1)] as const
+                : [
+                  chunks,
+                  Option.some<At>({ next: rows[cut]!.position, long: { offset: 0, bytes: rows[cut]!.line_bytes } })
+                ] as const
+            )
+          })
+        })
+      }
 
       // A claim lasts two statements' time past its last renewal: a page
       // never holds it longer than one, so only a stopped export lets it lapse.
