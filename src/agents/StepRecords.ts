@@ -19,7 +19,14 @@ const SeqRows = rowsOf("agent_sessions", Schema.Struct({ event_seq: BigIntText }
 /** Records a session event. Call inside the transaction of the change it reports, then `SessionHub.notify(sessionId)` after commit. */
 export const appendSessionEvent = (
   sql: SqlClient.SqlClient,
-  event: { readonly sessionId: string; readonly orgId: string; readonly name: SessionEventName; readonly data: unknown }
+  event: {
+    readonly sessionId: string
+    readonly orgId: string
+    readonly name: SessionEventName
+    readonly data: unknown
+    /** Puts back what `data` holds as marks (`approvals/Edits.ts`, `markedEdit`). */
+    readonly splice?: ((json: string) => string) | undefined
+  }
 ) =>
   Effect.gen(function*() {
     const [bumped] = yield* SeqRows.decoded(sql`
@@ -27,7 +34,9 @@ export const appendSessionEvent = (
     `)
     yield* sql`
       INSERT INTO session_events (session_id, seq, org_id, name, data)
-      VALUES (${event.sessionId}, ${bumped!.event_seq}, ${event.orgId}, ${event.name}, ${JSON.stringify(event.data)})
+      VALUES (${event.sessionId}, ${bumped!.event_seq}, ${event.orgId}, ${event.name}, ${
+      event.splice === undefined ? JSON.stringify(event.data) : event.splice(JSON.stringify(event.data))
+    })
     `
   })
 
@@ -36,14 +45,16 @@ export const StepRecordsLive = Layer.effect(
   Effect.gen(function*() {
     const sql = yield* PgClient.PgClient
     return StepRecords.of({
-      settle: (step, resolution, settled) =>
+      // What a decision settled is copied as stored: edited arguments of up to 256 KiB are not parsed again.
+      settle: (step, resolution, decided) =>
         Effect.asVoid(
-          settled === undefined
+          decided !== true
             ? sql`UPDATE agent_steps SET resolution = ${resolution} WHERE session_id = ${step.sessionId} AND step_id = ${step.stepId}`
             : sql`
-              UPDATE agent_steps SET resolution = ${resolution}, approved_arguments = ${settled.approvedArguments}::jsonb,
-                arguments_digest = ${settled.digest}, response = ${settled.response}::jsonb
-              WHERE session_id = ${step.sessionId} AND step_id = ${step.stepId}
+              UPDATE agent_steps s SET resolution = ${resolution}, approved_arguments = a.approved_arguments,
+                arguments_digest = a.arguments_digest, response = a.response
+              FROM approvals a
+              WHERE s.session_id = ${step.sessionId} AND s.step_id = ${step.stepId} AND a.id = s.approval_id
             `
         ),
       append: (event) => appendSessionEvent(sql, event)

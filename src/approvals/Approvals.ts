@@ -23,11 +23,12 @@ import type { DryRunAnswer, DryRunInput, Policy, PolicyInput } from "../api/Poli
 import { type Topic, Topics, Wakeups } from "../database/Wakeups.ts"
 import { Metrics } from "../observability/Metrics.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { makeOrgPermits } from "../platform/OrgPermits.ts"
 import { Instant, InstantOrNull, rowsOf } from "../platform/Rows.ts"
 import { hubSignal } from "../streams/SessionEvents.ts"
 import { AnswerSchemas } from "../tasks/AnswerSchema.ts"
 import { type DecisionInput, decisionOf, type DecisionRefused, makeDecide, writes } from "./Decide.ts"
-import { makeEdits, NOTHING_SETTLED } from "./Edits.ts"
+import { hasEdit, makeEdits, NOTHING_SETTLED, settledValues } from "./Edits.ts"
 import { snapshotOf } from "./Events.ts"
 import {
   APPROVAL_COLUMNS,
@@ -139,6 +140,7 @@ export class Approvals extends Context.Service<Approvals, {
       })
 
       const decider = makeDecide(sql, steps, { fireDeadline })
+      const editPermits = makeOrgPermits(1)
 
       const decide = Effect.fn("Approvals.decide")(
         function*<E = never>(orgId: string, actor: string, approvalId: string, input: DecisionInput<E>) {
@@ -156,22 +158,30 @@ export class Approvals extends Context.Service<Approvals, {
             if (early !== undefined) return yield* early.answer
           }
           // Edited arguments are checked against the class's schema before the row is locked.
-          const settled = yield* edits.settle(orgId, approvalId, input.edit)
-          if (settled === undefined) return yield* decider.refusal.missing()
-          const reason = input.reason === undefined ? null : yield* scrubReason(input.reason)
-          const after = yield* sql.withTransaction(Effect.gen(function*() {
-            const { current, now, row } = yield* decider.read(orgId, actor, approvalId, input, true)
-            return yield* decider.apply(
-              orgId,
-              actor,
-              input,
-              row,
-              transition(current, actor, decision, now),
-              settled,
-              reason,
-              now
-            )
-          })).pipe(Effect.orDie)
+          const settleAndWrite = Effect.gen(function*() {
+            const settled = yield* edits.settle(orgId, approvalId, input.edit)
+            if (settled === undefined) return yield* decider.refusal.missing()
+            const reason = input.reason === undefined ? null : yield* scrubReason(input.reason)
+            // Its JSON text, made before the transaction holds the database (`settledValues` keeps it).
+            settledValues(settled)
+            return yield* sql.withTransaction(Effect.gen(function*() {
+              const { current, now, row } = yield* decider.read(orgId, actor, approvalId, input, true)
+              return yield* decider.apply(
+                orgId,
+                actor,
+                input,
+                row,
+                transition(current, actor, decision, now),
+                settled,
+                reason,
+                now
+              )
+            })).pipe(Effect.orDie)
+          })
+          // A decision with edited arguments or a response waits for the organization's other such decisions:
+          // one organization's large edits are checked (in the workers) and written (holding the database, the
+          // embedded one's only session) one at a time, not all at once beside other organizations' requests.
+          const after = yield* (hasEdit(input.edit) ? editPermits.withPermit(orgId, settleAndWrite) : settleAndWrite)
           if (after.wake !== undefined) yield* announce({ orgId, ...after.wake })
           return yield* after.answer
         }

@@ -16,9 +16,17 @@ import { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
 import { type Topic, Topics } from "../database/Wakeups.ts"
 import { databaseNow, iso } from "../platform/Time.ts"
 import { standing } from "./Deciders.ts"
-import { type DecisionEdit, editSnapshot, type Settled, settledValues } from "./Edits.ts"
+import { type DecisionEdit, editSnapshot, markedEdit, type Settled, settledValues } from "./Edits.ts"
 import { snapshotOf } from "./Events.ts"
-import { APPROVAL_COLUMNS, ApprovalRows, emit, type FullApprovalRow, isoMs, stateOf } from "./Firing.ts"
+import {
+  APPROVAL_COLUMNS,
+  APPROVAL_COLUMNS_BUT_EDIT,
+  ApprovalRows,
+  emit,
+  type FullApprovalRow,
+  isoMs,
+  stateOf
+} from "./Firing.ts"
 import { appendApprovalStream, type StreamEntry } from "./OrgStream.ts"
 import type { StepRecords } from "./StepRecords.ts"
 import { type Current, type Decision, Outcome } from "./Transition.ts"
@@ -202,16 +210,21 @@ export const makeDecide = (sql: SqlClient.SqlClient, steps: StepRecords["Service
         Effect.gen(function*() {
           const settle = settledValues(settled)
           yield* recordVote(sql, row!, { voter, decision: input.decision, reason, now })
-          const decided = yield* ApprovalRows.returned(sql`
+          // The edit is written once, here: not read back (it is `settled`), and the step copies the stored value.
+          const written = yield* ApprovalRows.returned(sql`
             UPDATE approvals SET status = ${status}, decided_at = ${isoMs(now)}::timestamptz, decided_by = ${actor},
               decision_reason = ${reason}, next_due_at = NULL, next_due_kind = NULL,
               approved_arguments = ${settle.approvedArguments}::jsonb, arguments_changed = ${settle.changed}::jsonb,
               arguments_digest = ${settle.digest}, response = ${settle.response}::jsonb
             WHERE id = ${row!.id}
-            RETURNING ${sql.literal(APPROVAL_COLUMNS)}
+            RETURNING ${sql.literal(APPROVAL_COLUMNS_BUT_EDIT)}
           `)
-          yield* steps.settle({ sessionId: decided.session_id, stepId: decided.step_id }, resolution, settle)
-          yield* emit(sql, input.decision === "approve" ? "approval.approved" : "approval.rejected", decided, now, log)
+          const decided = { ...written, approved_arguments: settled.approved_arguments, response: settled.response }
+          // Its three event copies carry it as marks, spliced into their JSON text as made once.
+          const { marked, splice } = markedEdit(decided, settled)
+          yield* steps.settle({ sessionId: decided.session_id, stepId: decided.step_id }, resolution, true)
+          const type = input.decision === "approve" ? "approval.approved" : "approval.rejected"
+          yield* emit(sql, type, marked, now, log, splice)
           yield* steps.append({
             sessionId: decided.session_id,
             orgId,
@@ -226,10 +239,11 @@ export const makeDecide = (sql: SqlClient.SqlClient, steps: StepRecords["Service
               ...standsFor(actor, voter.person, voter.decidedFor),
               ...(reason === null ? {} : { decision_reason: reason }),
               ...quorumMembers(decided),
-              ...editSnapshot(settled)
-            }
+              ...editSnapshot({ ...settled, approved_arguments: marked.approved_arguments, response: marked.response })
+            },
+            splice
           })
-          yield* appendApprovalStream(sql, orgId, log)
+          yield* appendApprovalStream(sql, orgId, log, { row: marked, splice })
           const wake = { sessionId: decided.session_id, topics: [Topics.events, Topics.approvals] }
           return { wake, answer: Effect.succeed(snapshotOf(decided)) } satisfies AfterCommit<E>
         })

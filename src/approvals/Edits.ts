@@ -15,6 +15,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
+import { randomBytes } from "node:crypto"
 import { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
 import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 import type { AnswerSchemas } from "../tasks/AnswerSchema.ts"
@@ -100,6 +101,10 @@ const StepRows = rowsOf(
 const schemaKey = (orgId: string, actionClass: string, schema: Json) =>
   `arguments:${orgId}:${actionClass}:${argumentsDigest(schema)}`
 
+/** Whether a decision carries edited arguments or a response. */
+export const hasEdit = (edit: DecisionEdit | undefined): edit is DecisionEdit =>
+  edit !== undefined && (edit.arguments !== undefined || edit.response !== undefined)
+
 export const makeEdits = (
   sql: SqlClient.SqlClient,
   schemas: AnswerSchemas["Service"],
@@ -119,7 +124,7 @@ export const makeEdits = (
    * does not exist (the decision answers 404).
    */
   const settle = Effect.fnUntraced(function*(orgId: string, approvalId: string, edit: DecisionEdit | undefined) {
-    if (edit === undefined || (edit.arguments === undefined && edit.response === undefined)) return NOTHING_SETTLED
+    if (!hasEdit(edit)) return NOTHING_SETTLED
     // The response reaches the agent, the webhooks and the console: recognizable secrets go first, as from a reason.
     if (edit.arguments === undefined) {
       if (edit.response === undefined) return NOTHING_SETTLED
@@ -212,10 +217,61 @@ export const makeEdits = (
   return { checkArgumentsSchema, settle }
 }
 
-/** SQL values of what a decision settled, for the approval's and the step's columns. */
-export const settledValues = (settled: Settled) => ({
+export type SettledValues = ReturnType<typeof valuesOf>
+
+const valuesOf = (settled: Settled) => ({
   approvedArguments: settled.approved_arguments === null ? null : JSON.stringify(settled.approved_arguments),
   changed: settled.arguments_changed === null ? null : JSON.stringify(settled.arguments_changed),
   digest: settled.arguments_digest,
   response: settled.response === null ? null : JSON.stringify(settled.response)
 })
+
+const computed = new WeakMap<Settled, SettledValues>()
+
+/**
+ * SQL values of what a decision settled, for the approval's and the step's
+ * columns: its JSON text, made once per `settled` (before the decision's
+ * transaction, so that the transaction does not hold the database for it).
+ */
+export const settledValues = (settled: Settled): SettledValues => {
+  let values = computed.get(settled)
+  if (values === undefined) {
+    values = valuesOf(settled)
+    computed.set(settled, values)
+  }
+  return values
+}
+
+/**
+ * Edited arguments and a response stand in the event copies of a decision
+ * (the webhook event, the session's event, the approval stream's) as these
+ * marks, each replaced by the JSON text made once (`settledValues`): up to
+ * 256 KiB is not written out again for each copy. A mark is a string no
+ * request can hold (a NUL character is refused in every JSON value,
+ * `api/Common.ts`), with a token of the process's own.
+ */
+const MARK_TOKEN = randomBytes(12).toString("hex")
+const ARGUMENTS_MARK = `\u0000svc-approved-arguments-${MARK_TOKEN}`
+const RESPONSE_MARK = `\u0000svc-response-${MARK_TOKEN}`
+
+/** `row` with what `settled` holds replaced by the marks, and the splice that puts its JSON text back in JSON holding them. */
+export const markedEdit = <R extends { readonly approved_arguments: Json | null; readonly response: Json | null }>(
+  row: R,
+  settled: Settled
+) => {
+  const values = settledValues(settled)
+  const marked: R = {
+    ...row,
+    approved_arguments: values.approvedArguments === null ? row.approved_arguments : ARGUMENTS_MARK,
+    response: values.response === null ? row.response : RESPONSE_MARK
+  }
+  const splice = (json: string) => {
+    let out = json
+    if (values.approvedArguments !== null) {
+      out = out.replace(JSON.stringify(ARGUMENTS_MARK), () => values.approvedArguments!)
+    }
+    if (values.response !== null) out = out.replace(JSON.stringify(RESPONSE_MARK), () => values.response!)
+    return out
+  }
+  return { marked, splice }
+}

@@ -38,6 +38,15 @@ export const APPROVAL_COLUMNS =
   votesColumns("approvals")
 
 /**
+ * `APPROVAL_COLUMNS` without what an edit or an answer settled (null): for
+ * a statement that has just written them, whose caller holds them already
+ * and need not read back, as JSON text, up to 256 KiB it sent.
+ */
+export const APPROVAL_COLUMNS_BUT_EDIT = APPROVAL_COLUMNS
+  .replace(" approved_arguments,", " NULL::jsonb AS approved_arguments,")
+  .replace(" response,", " NULL::jsonb AS response,")
+
+/**
  * The row's deadline state. The escalations done are counted by
  * `escalation_level` along a chain (one per group handed to); without a
  * chain the one escalation keeps the level, and `escalated` (no escalation
@@ -64,11 +73,12 @@ export const emit = (
   type: ApprovalEventType,
   row: ApprovalRow,
   at: number,
-  log?: Array<StreamEntry>
+  log?: Array<StreamEntry>,
+  splice?: (json: string) => string
 ) =>
   Effect.andThen(
     Effect.sync(() => log?.push({ type, approvalId: row.id })),
-    writeApprovalEvent(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)))
+    writeApprovalEvent(sql, makeApprovalEvent(type, row.org_id, snapshotOf(row), new Date(at)), splice)
   )
 
 /** Applies the due deadline of a claimed row (inside the claiming transaction; the service names its span). */

@@ -112,21 +112,46 @@ export const listItemOf = (row: ListRow): ApprovalListItem => ({
   ...(row.key_names === null ? {} : { key_names: JSON.parse(row.key_names) as Record<string, string> })
 })
 
+/** `LIST_COLUMNS` without what an edit or an answer settled (null), for `appendApprovalStream`'s `edited`. */
+const LIST_COLUMNS_BUT_EDIT = LIST_COLUMNS
+  .replace("a.approved_arguments,", "NULL::jsonb AS approved_arguments,")
+  .replace("a.response,", "NULL::jsonb AS response,")
+
 /**
  * Appends `entries` to the organization's approval stream. Run it once per
  * transaction, inside the transaction that made the changes, after them;
- * each event carries the approval as it stands then.
+ * each event carries the approval as it stands then. `edited`: what a
+ * decision of this transaction settled on its approval, which its caller
+ * holds, so it is not read back: as marks and their splice (`Edits.ts`,
+ * `markedEdit`).
  */
-export const appendApprovalStream = (sql: SqlClient.SqlClient, orgId: string, entries: ReadonlyArray<StreamEntry>) =>
+export const appendApprovalStream = (
+  sql: SqlClient.SqlClient,
+  orgId: string,
+  entries: ReadonlyArray<StreamEntry>,
+  edited?: {
+    readonly row: Pick<ListRow, "id" | "approved_arguments" | "response">
+    readonly splice: (json: string) => string
+  }
+) =>
   Effect.forEach(entries, (entry, k) =>
     Effect.gen(function*() {
+      const known = edited !== undefined && edited.row.id === entry.approvalId
       const row = yield* ListRows.one(sql`
-        SELECT ${sql.literal(LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)} WHERE a.id = ${entry.approvalId}
+        SELECT ${sql.literal(known ? LIST_COLUMNS_BUT_EDIT : LIST_COLUMNS)} FROM ${sql.literal(LIST_FROM)}
+        WHERE a.id = ${entry.approvalId}
       `)
       if (row === undefined) return
+      const data = known
+        ? edited.splice(JSON.stringify(listItemOf({
+          ...row,
+          approved_arguments: edited.row.approved_arguments,
+          response: edited.row.response
+        })))
+        : JSON.stringify(listItemOf(row))
       yield* sql`
         INSERT INTO approval_stream_events (org_id, seq, name, data)
-        VALUES (${orgId}, ${sql.literal(streamId(k))}, ${entry.type}, ${JSON.stringify(listItemOf(row))})
+        VALUES (${orgId}, ${sql.literal(streamId(k))}, ${entry.type}, ${data})
       `
     }), { discard: true })
 

@@ -8,14 +8,17 @@
 import { Context, type Effect } from "effect"
 import type { SqlError } from "effect/sql"
 import type { SessionEventName } from "../streams/SessionEvents.ts"
-import type { settledValues } from "./Edits.ts"
 
 export class StepRecords extends Context.Service<StepRecords, {
-  /** Settles a step: the resolution of its approval, and what a decision settled (edited arguments, a response). */
+  /**
+   * Settles a step: the resolution of its approval, and with `decided` what
+   * the decision settled (edited arguments, a response), copied from its
+   * approval's row as written earlier in the transaction.
+   */
   readonly settle: (
     step: { readonly sessionId: string; readonly stepId: string },
     resolution: "allow" | "reject",
-    settled?: ReturnType<typeof settledValues>
+    decided?: boolean
   ) => Effect.Effect<void, SqlError.SqlError>
   /** Records an event on the session's stream (then `SessionHub.notify` after commit). */
   readonly append: (
@@ -24,6 +27,8 @@ export class StepRecords extends Context.Service<StepRecords, {
       readonly orgId: string
       readonly name: SessionEventName
       readonly data: unknown
+      /** Puts back what `data` holds as marks (`Edits.ts`, `markedEdit`). */
+      readonly splice?: ((json: string) => string) | undefined
     }
   ) => Effect.Effect<void, SqlError.SqlError>
 }>()("svc/approvals/StepRecords") {}

@@ -111,10 +111,17 @@ export const requestedBodyPieces = (input: {
  * Appends an approval event. Call it inside the transaction that makes the
  * state change, and signal `Wakeups` topic `"events"` after commit.
  */
-export const writeApprovalEvent = (sql: SqlClient.SqlClient, event: ApprovalEvent) =>
+export const writeApprovalEvent = (
+  sql: SqlClient.SqlClient,
+  event: ApprovalEvent,
+  /** Puts back what the event's snapshot holds as marks (`approvals/Edits.ts`, `markedEdit`). */
+  splice: (json: string) => string = (json) => json
+) =>
   sql`
     INSERT INTO events (id, org_id, type, occurred_at, body, label)
-    VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}::timestamptz, ${approvalEventBody(event)},
+    VALUES (${event.id}, ${event.org_id}, ${event.type}, ${event.occurred_at}::timestamptz, ${
+    splice(approvalEventBody(event))
+  },
             ${`${event.type} ${event.approval.approval_id}`})
   `.pipe(Effect.asVoid)
 

@@ -5,12 +5,13 @@
  * page in memory whatever the version's size.
  *
  * The lines are PostgreSQL's own text of each example
- * (`jsonb_build_object(...)::text`): the same bytes on every export and on
- * either database, numbers exactly as stored (no round trip through
- * JavaScript numbers), and nothing to parse here. A page is cut by the
- * stored length of each line (`line_bytes`, migration 0790): the text is
- * built for the rows the page returns and no others, so a page costs what
- * it sends.
+ * (`jsonb_build_object(...)::text`), stored as the example is written
+ * (`line`, migration 0980): the same bytes on every export and on either
+ * database, numbers exactly as stored (no round trip through JavaScript
+ * numbers), nothing to parse here, and nothing to build either: a page
+ * reads stored text. A page is cut by the stored length of each line
+ * (`line_bytes`, migration 0790): it reads the lines it returns and no
+ * others, so a page costs what it sends.
  *
  * An organization's exports read at most `EXPORT_PAGES_AT_ONCE` pages at
  * a time in a process, whatever the number of its readers, so that they
@@ -30,6 +31,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, Exit, Layer, Option, Schema, Stream } from "effect"
+import type { SqlError } from "effect/sql"
 import crypto from "node:crypto"
 import { InvalidRequest, NotFound } from "../api/Errors.ts"
 import { SvcConfig } from "../platform/Config.ts"
@@ -40,6 +42,13 @@ import { BigIntText, rowsOf } from "../platform/Rows.ts"
 export const EXPORT_PAGE_ROWS = 500
 /** A page stops at the row that crosses this many bytes (it always holds at least one row). */
 export const EXPORT_PAGE_BYTES = 1024 * 1024
+/**
+ * On a server, a line longer than this is read in pieces of this many
+ * bytes, one statement each: the driver gathers a row's message in one
+ * buffer, copied again as each 64 KiB of it arrives, so a 1.8 MB line cost
+ * its size squared over 64 KiB in copies (tens of megabytes) on the event loop.
+ */
+export const EXPORT_PIECE_BYTES = 256 * 1024
 /** Pages one organization's exports read at once in a process: on the embedded database, and on a server. */
 export const EXPORT_PAGES_AT_ONCE = { embedded: 1, server: 2 } as const
 
@@ -59,7 +68,17 @@ const DigestRows = rowsOf(
 )
 /** How often a first export that another is measuring looks for the stored values. */
 const CLAIM_POLL = Duration.millis(100)
-const LineRows = rowsOf("dataset_examples", Schema.Struct({ position: Schema.Number, line: Schema.String }))
+const LineRows = rowsOf(
+  "dataset_examples",
+  Schema.Struct({ position: Schema.Number, line: Schema.NullOr(Schema.String), line_bytes: Schema.Number })
+)
+const LineBytesRows = rowsOf(
+  "dataset_examples",
+  Schema.Struct({ position: Schema.Number, line: Schema.NullOr(Schema.Uint8Array), line_bytes: Schema.Number })
+)
+const PieceRows = rowsOf("dataset_examples", Schema.Struct({ piece: Schema.Uint8Array }))
+const PieceTextRows = rowsOf("dataset_examples", Schema.Struct({ piece: Schema.String }))
+const NEWLINE = new Uint8Array([0x0a])
 
 /** What an export answers: the checksum and size of the whole export, the line count, and the lines from `after` on. */
 export interface ExportAnswer {
@@ -91,16 +110,65 @@ export class DatasetExport extends Context.Service<DatasetExport, {
         ? EXPORT_PAGES_AT_ONCE.embedded
         : EXPORT_PAGES_AT_ONCE.server
       const pagePermits = makeOrgPermits(pagesAtOnce)
+      // A line longer than EXPORT_PIECE_BYTES is read in pieces of that many bytes, one statement and one chunk
+      // each, as the reader takes them: no statement reads, and no export holds, more than a piece of it. On a
+      // server a line comes as its UTF-8 bytes (`bytea`, binary): not decoded into a string on the event loop to
+      // be encoded again. The embedded database answers `bytea` as hexadecimal text, slower to read than the
+      // line itself: there, a short line comes as text and a piece as base64.
+      const asBytes = Option.isSome(config.databaseUrl)
+      const lineColumn = asBytes
+        ? sql`CASE WHEN line_bytes <= ${EXPORT_PIECE_BYTES} THEN convert_to(line, 'UTF8') END AS line, line_bytes`
+        : sql`CASE WHEN line_bytes <= ${EXPORT_PIECE_BYTES} THEN line END AS line, line_bytes`
+      type Line = { readonly position: number; readonly line: string | Uint8Array | null; readonly line_bytes: number }
+      const lineRows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>): Effect.Effect<
+        ReadonlyArray<Line>
+      > => asBytes ? LineBytesRows.all(statement) : LineRows.all(statement)
+      const pieceColumn = (offset: number) =>
+        asBytes
+          ? sql`substring(convert_to(line, 'UTF8') FROM ${offset + 1} FOR ${EXPORT_PIECE_BYTES}) AS piece`
+          : sql`encode(substring(convert_to(line, 'UTF8') FROM ${
+            offset + 1
+          } FOR ${EXPORT_PIECE_BYTES}), 'base64') AS piece`
+      /** A long line's bytes from `offset`, at most EXPORT_PIECE_BYTES of them; none when the row is missing. */
+      const pieceRows = (statement: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>): Effect.Effect<
+        ReadonlyArray<{ readonly piece: string | Uint8Array }>
+      > => asBytes ? PieceRows.all(statement) : PieceTextRows.all(statement)
+      const piece = (
+        orgId: string,
+        lineageId: string,
+        position: number,
+        offset: number
+      ): Effect.Effect<Uint8Array | undefined> =>
+        pagePermits.withPermit(
+          orgId,
+          Effect.map(
+            pieceRows(sql`
+              SELECT ${pieceColumn(offset)}
+              FROM dataset_examples WHERE lineage_id = ${lineageId} AND position = ${position}
+            `),
+            ([found]) =>
+              found === undefined
+                ? undefined
+                : typeof found.piece === "string"
+                ? Buffer.from(found.piece, "base64") as Uint8Array
+                : found.piece
+          )
+        )
+      /** Short lines, each ended by a newline, as one chunk. */
+      const chunkOf = (rows: ReadonlyArray<Line>) =>
+        asBytes
+          ? Buffer.concat(rows.flatMap((row) => [row.line as Uint8Array, NEWLINE])) as Uint8Array
+          : Buffer.from(rows.map((row) => row.line).join("\n") + "\n", "utf8") as Uint8Array
 
       // One page: up to EXPORT_PAGE_ROWS rows from `from`, cut after the
       // row that crosses EXPORT_PAGE_BYTES. The cut (the sub-select, run
-      // once) reads stored lengths only; the text is built for the rows up
+      // once) reads stored lengths only; the lines are read for the rows up
       // to it, both reads ranges of the primary key.
       const page = (orgId: string, lineageId: string, from: number, to: number) =>
         pagePermits.withPermit(
           orgId,
-          LineRows.all(sql`
-          SELECT position, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS line
+          lineRows(sql`
+          SELECT position, ${lineColumn}
           FROM dataset_examples
           WHERE lineage_id = ${lineageId} AND position >= ${from} AND position <= (
             SELECT max(position) FROM (
@@ -117,22 +185,50 @@ export class DatasetExport extends Context.Service<DatasetExport, {
         `)
         )
 
-      /** Lines `from` to `to` (exclusive), one chunk per page. A missing row ends the body with a defect: the connection is cut, never a short body that looks complete. */
-      const lines = (orgId: string, lineageId: string, from: number, to: number): Stream.Stream<Uint8Array> =>
-        Stream.paginate(from, (next: number) =>
-          next >= to
-            ? Effect.succeed([[], Option.none<number>()] as const)
-            : Effect.flatMap(page(orgId, lineageId, next, to), (rows) => {
-              const last = rows[rows.length - 1]
-              if (last === undefined || rows[0]!.position !== next || last.position !== next + rows.length - 1) {
-                return Effect.die(new Error(`dataset line ${lineageId} has no example at position ${next}`))
-              }
-              const chunk = Buffer.from(rows.map((row) => row.line).join("\n") + "\n", "utf8")
-              const after = last.position + 1
+      /**
+       * Lines `from` to `to` (exclusive): a page's short lines as a chunk, a
+       * long line as a chunk per piece. A missing row ends the body with a
+       * defect: the connection is cut, never a short body that looks complete.
+       */
+      const lines = (orgId: string, lineageId: string, from: number, to: number): Stream.Stream<Uint8Array> => {
+        type At = { readonly next: number; readonly long?: { readonly offset: number; readonly bytes: number } }
+        const missing = (position: number) =>
+          Effect.die(new Error(`dataset line ${lineageId} has no example at position ${position}`))
+        const after = (next: number) => next < to ? Option.some<At>({ next }) : Option.none<At>()
+        return Stream.paginate({ next: from } as At, (at: At) => {
+          if (at.next >= to) return Effect.succeed([[], Option.none<At>()] as const)
+          const long = at.long
+          if (long !== undefined) {
+            return Effect.flatMap(piece(orgId, lineageId, at.next, long.offset), (bytes) => {
+              if (bytes === undefined || bytes.length === 0) return missing(at.next)
+              const offset = long.offset + EXPORT_PIECE_BYTES
               return Effect.succeed(
-                [[chunk as Uint8Array], after < to ? Option.some(after) : Option.none<number>()] as const
+                offset < long.bytes
+                  ? [[bytes], Option.some<At>({ next: at.next, long: { offset, bytes: long.bytes } })] as const
+                  : [[bytes, NEWLINE], after(at.next + 1)] as const
               )
-            }))
+            })
+          }
+          return Effect.flatMap(page(orgId, lineageId, at.next, to), (rows) => {
+            const last = rows[rows.length - 1]
+            if (last === undefined || rows[0]!.position !== at.next || last.position !== at.next + rows.length - 1) {
+              return missing(at.next)
+            }
+            // The short lines before the first long one; the long one is read next, in pieces.
+            const cut = rows.findIndex((row) => row.line === null)
+            const short = cut === -1 ? rows : rows.slice(0, cut)
+            const chunks = short.length === 0 ? [] : [chunkOf(short)]
+            return Effect.succeed(
+              cut === -1
+                ? [chunks, after(last.position + 1)] as const
+                : [
+                  chunks,
+                  Option.some<At>({ next: rows[cut]!.position, long: { offset: 0, bytes: rows[cut]!.line_bytes } })
+                ] as const
+            )
+          })
+        })
+      }
 
       // A claim lasts two statements' time past its last renewal: a page
       // never holds it longer than one, so only a stopped export lets it lapse.

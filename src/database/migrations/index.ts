@@ -63,6 +63,7 @@ import m0930 from "./0930_delivery_search.ts"
 import m0940 from "./0940_endpoint_auth.ts"
 import m0960 from "./0960_target_groups.ts"
 import m0970 from "./0970_mcp_gateway.ts"
+import m0980 from "./0980_export_lines.ts"
 import m1000 from "./1000_delivery_targets_hot.ts"
 
 /**
@@ -127,6 +128,7 @@ export const migrationsByRelease = {
     "0940_endpoint_auth": m0940,
     "0960_target_groups": m0960,
     "0970_mcp_gateway": m0970,
+    "0980_export_lines": m0980,
     "1000_delivery_targets_hot": m1000
   }
 }

@@ -10,6 +10,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber } from "effect"
 import crypto from "node:crypto"
 import { newId } from "../../../src/platform/Ids.ts"
+import { EXPORT_PIECE_BYTES } from "../../../src/tasks/DatasetExport.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { onServerRun } from "../../support/databases.ts"
 import { eventually, raw } from "../../support/http.ts"
@@ -93,7 +94,7 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
 })(
   "dataset export bounds",
   (it) => {
-    describe("a page builds the text of the rows it sends, no others", () => {
+    describe("a page reads the lines of the rows it sends, no others", () => {
       it.effect(
         "a version of 500 examples of about 200 KB each exports whole with SVC_DB_STATEMENT_TIMEOUT at 1 s (server) or 4 s (embedded), and the service keeps answering",
         () =>
@@ -145,6 +146,29 @@ layer(SvcTest.layer({ config: { dbStatementTimeout: STATEMENT_TIMEOUT, maxStream
           const got = yield* download(org, datasetId)
           const lines = new TextDecoder().decode(got.bytes).split("\n").slice(0, -1)
           assert.deepStrictEqual(lines.map((line) => Buffer.byteLength(line)), rows.map((row) => Number(row.built)))
+        }))
+
+      it.effect("each example's stored line is PostgreSQL's text of the example, as the export sends it, long lines whole", () =>
+        Effect.gen(function*() {
+          const svc = yield* SvcTest
+          const org = yield* SvcTest.org()
+          // Lines of about 300 KB, longer than a piece (EXPORT_PIECE_BYTES), around a short one.
+          const datasetId = yield* largeVersion(org, 4, 100_000, 4)
+          yield* svc.sql`
+            UPDATE dataset_examples SET input = '{"text": "é ☃ 𝄞 \\"quoted\\"\\n", "n": 1.50, "deep": [{"a": null}, true]}'::jsonb,
+              feedback_id = NULL
+            WHERE dataset_id = ${datasetId} AND position = 1`
+          const rows = yield* svc.sql<{ line: string; built: string }>`
+            SELECT line, jsonb_build_object('input', input, 'answer', answer, 'feedback_id', feedback_id)::text AS built
+            FROM dataset_examples WHERE dataset_id = ${datasetId} ORDER BY position`
+          assert.strictEqual(rows.length, 4)
+          assert.deepStrictEqual(rows.map((row) => row.line), rows.map((row) => row.built))
+          assert.include(rows[1]!.line, "\"feedback_id\": null")
+          assert.include(rows[0]!.line, "\"feedback_id\": \"")
+          assert.isAbove(Buffer.byteLength(rows[0]!.line), EXPORT_PIECE_BYTES)
+          assert.isBelow(Buffer.byteLength(rows[1]!.line), EXPORT_PIECE_BYTES)
+          const got = yield* download(org, datasetId)
+          assert.strictEqual(new TextDecoder().decode(got.bytes), rows.map((row) => `${row.built}\n`).join(""))
         }))
     })
 
