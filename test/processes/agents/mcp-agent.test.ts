@@ -16,16 +16,13 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Duration, Effect, Layer } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import { createServer } from "node:https"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
-import { compileCache, root } from "../../support/process.ts"
+import { agentFinished as finished, startAgent as start } from "../../support/agent-process.ts"
 import { blocksRun } from "../../support/run-blocks.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
-
-const AGENT_RUN_MS = 30_000
 
 const service = Layer.unwrap(Effect.gen(function*() {
   const tls = yield* TestTls.shared
@@ -89,66 +86,6 @@ const mcpServer = (tools: ReadonlyArray<string>) =>
   })
 
 const TOOLS = ["echo", "delete_all", "deploy", "restart"]
-
-interface Agent {
-  readonly output: () => string
-  /** The first stdout line matching `pattern` (its match); fails when the agent exits first. */
-  readonly line: (pattern: RegExp) => Promise<RegExpExecArray>
-  readonly exited: Promise<number | null>
-}
-
-/** Starts a process; it is killed (by its own pid) if still running when the test's scope closes. */
-const start = (command: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const child: ChildProcess = spawn(command, args, {
-        cwd: root,
-        env: { ...process.env, ...compileCache, NODE_NO_WARNINGS: "1", ...env },
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      let stdout = ""
-      let stderr = ""
-      const waiters = new Set<() => void>()
-      child.stdout!.on("data", (chunk) => {
-        stdout += chunk
-        for (const wake of waiters) wake()
-      })
-      child.stderr!.on("data", (chunk) => (stderr += chunk))
-      const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
-      const output = () => `${stdout}${stderr === "" ? "" : `\n[stderr]\n${stderr}`}`
-      const line = (pattern: RegExp) =>
-        new Promise<RegExpExecArray>((resolve, reject) => {
-          const check = () => {
-            for (const l of stdout.split("\n")) {
-              const match = pattern.exec(l)
-              if (match !== null) {
-                waiters.delete(check)
-                return resolve(match)
-              }
-            }
-          }
-          waiters.add(check)
-          check()
-          void exited.then(() => {
-            check()
-            reject(new Error(`exited before printing ${pattern}:\n${output()}`))
-          })
-        })
-      return { child, agent: { output, line, exited } satisfies Agent }
-    }),
-    ({ child }) =>
-      Effect.sync(() => (child.exitCode === null && child.signalCode === null ? void child.kill("SIGKILL") : undefined))
-  ).pipe(Effect.map(({ agent }) => agent))
-
-/** Waits for the agent to finish within its time: its exit code and the lines it printed. */
-const finished = (agent: Agent) =>
-  Effect.promise(() => agent.exited).pipe(
-    Effect.timeoutOrElse({
-      duration: AGENT_RUN_MS,
-      orElse: () => Effect.die(new Error(`the agent did not finish within ${AGENT_RUN_MS} ms:\n${agent.output()}`))
-    }),
-    Effect.map((code) => ({ code, lines: agent.output().trim().split("\n") }))
-  )
 
 /** Ids and instants as the docs write them. */
 const normalize = (line: string) =>
