@@ -27,7 +27,7 @@ import { Effect, Redacted } from "effect"
 import * as path from "node:path"
 import type { SearchInput } from "../../src/deliveries/records/Search.ts"
 import { statements } from "../../src/deliveries/records/Search.ts"
-import { freshDatabase } from "../support/db.ts"
+import { type BenchClient, freshDatabase, keptDatabase } from "../support/db.ts"
 import { atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { percentile, round, sorted } from "../support/stats.ts"
 import { startSvc } from "../support/svc.ts"
@@ -64,7 +64,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   }
   const total = Number(process.env.BENCH_SEARCH_ROWS ?? (context.quick ? 200_000 : 10_000_000))
   const requests = Number(process.env.BENCH_SEARCH_REQUESTS ?? (context.quick ? 10 : 40))
-  const database = await freshDatabase("postgres", "delivery_search")
+  const keep = process.env.BENCH_SEARCH_DATABASE
+  const database = keep === undefined ? await freshDatabase("postgres", "delivery_search") : await keptDatabase(keep)
   const checkout = context.checkouts[0]!
   const svc = await startSvc(checkout, database, {
     SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
@@ -73,17 +74,26 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   const client = await database.connect()
   const notes: Array<string> = []
   try {
-    const { orgId, key } = await svc.provision()
+    const kept = "existed" in database && database.existed ? await loaded(client, total) : undefined
+    let orgId: string, key: string
     const endpoints: Array<string> = []
-    for (let e = 0; e < ENDPOINTS; e++) {
-      const created = await svc.api(key, "POST", "/v1/notification-endpoints", {
-        url: `https://127.0.0.1:9/search-${e}`
-      })
-      endpoints.push(created.endpoint.id)
+    if (kept !== undefined) {
+      orgId = kept.orgId
+      key = (await svc.cli<{ key: string }>("keys", "create", "--org", orgId, "--scopes", "org_config.read")).key
+      endpoints.push(...kept.endpoints)
+      notes.push(`History of ${total} records loaded by an earlier run into ${keep} (BENCH_SEARCH_DATABASE).`)
+    } else {
+      ;({ orgId, key } = await svc.provision())
+      for (let e = 0; e < ENDPOINTS; e++) {
+        const created = await svc.api(key, "POST", "/v1/notification-endpoints", {
+          url: `https://127.0.0.1:9/search-${e}`
+        })
+        endpoints.push(created.endpoint.id)
+      }
+      const t0 = Date.now()
+      await load(client, orgId, endpoints, total)
+      notes.push(`History of ${total} records written and indexed in ${Math.round((Date.now() - t0) / 1000)} s.`)
     }
-    const t0 = Date.now()
-    await load(client, orgId, endpoints, total)
-    notes.push(`History of ${total} records written and indexed in ${Math.round((Date.now() - t0) / 1000)} s.`)
     const sizes = await client.query<{ table: string; index: string }>(
       `SELECT pg_size_pretty(pg_table_size('deliveries')) AS table, pg_size_pretty(pg_indexes_size('deliveries')) AS index`
     )
@@ -206,14 +216,33 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
   } finally {
     await client.end()
     await svc.stop()
-    if (process.env.BENCH_SEARCH_KEEP === undefined) await database.drop()
-    else console.log(`kept ${database.url}`)
+    if (keep === undefined) await database.drop()
   }
+}
+
+/**
+ * What an earlier run with the same `BENCH_SEARCH_DATABASE` loaded: the
+ * measured organization and its endpoints in the order they were made.
+ * Refuses a database holding fewer than `total` records.
+ */
+const loaded = async (client: BenchClient, total: number) => {
+  const org = await client.query<{ id: string; records: string }>(
+    `SELECT o.id, (SELECT count(*) FROM deliveries) AS records FROM orgs o WHERE o.name = 'bench'`
+  )
+  const row = org.rows[0]
+  if (org.rows.length !== 1 || Number(row!.records) < total) {
+    throw new Error(`BENCH_SEARCH_DATABASE: no complete history of ${total} records there; drop it and run again`)
+  }
+  const endpoints = await client.query<{ id: string }>(
+    `SELECT id FROM notification_endpoints WHERE org_id = $1 ORDER BY seq`,
+    [row!.id]
+  )
+  return { orgId: row!.id, endpoints: endpoints.rows.map((e) => e.id) }
 }
 
 /** The history, by SQL. */
 const load = async (
-  client: Awaited<ReturnType<Awaited<ReturnType<typeof freshDatabase>>["connect"]>>,
+  client: BenchClient,
   orgId: string,
   endpoints: ReadonlyArray<string>,
   total: number

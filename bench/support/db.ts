@@ -103,6 +103,25 @@ export const freshDatabase = async (kind: DatabaseKind, label: string): Promise<
   }
   const name = `bench_${process.pid}_${counter++}_${label.replace(/[^a-z0-9]/gi, "_").toLowerCase()}`.slice(0, 60)
   await withAdmin((admin) => admin.query(`CREATE DATABASE ${name}`))
+  return serverDatabase(name)
+}
+
+/**
+ * A server database of the given name, created when there is none: a run
+ * that keeps what it loaded for the next one (`existed` says whether it was
+ * there before).
+ */
+export const keptDatabase = async (name: string): Promise<BenchDatabase & { readonly existed: boolean }> => {
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`not a plain database name: ${name}`)
+  const existed = await withAdmin(async (admin) =>
+    (await admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [name])).rows.length > 0
+  )
+  if (!existed) await withAdmin((admin) => admin.query(`CREATE DATABASE ${name}`))
+  return { ...serverDatabase(name), existed }
+}
+
+const serverDatabase = (name: string): BenchDatabase => {
+  const kind = "postgres"
   const url = adminUrl()
   url.pathname = `/${name}`
   return {
