@@ -408,9 +408,12 @@ const explain = (url: string, orgId: string, endpoints: ReadonlyArray<string>, c
     for (const statement of statements(sql, input)) {
       for (const part of [statement.page, statement.lastRead]) {
         const [text, values] = part.compile()
-        const plan = yield* sql.unsafe<{ "QUERY PLAN": string }>(
-          `EXPLAIN (ANALYZE, BUFFERS) ${text}`,
-          values as Array<unknown>
+        // As svc runs a search: JIT off in its transaction (`Search.ts`).
+        const plan = yield* sql.withTransaction(
+          Effect.andThen(
+            sql`SET LOCAL jit = off`,
+            sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, values as Array<unknown>)
+          )
         )
         out.push(text.replace(/\s+/g, " ").trim(), ...plan.map((row) => `  ${row["QUERY PLAN"]}`))
       }
