@@ -115,9 +115,16 @@ interface Conditions {
  * partial indexes' predicates.
  */
 const common = (sql: PgClient.PgClient, input: SearchInput): Conditions => {
-  const walk: Array<Statement.Fragment> = [sql`r.org_id = ${input.orgId}`, sql`r.kind = ${input.kind}`]
-  const filter: Array<Statement.Fragment> = []
-  if (input.targetId !== undefined) walk.push(sql`r.target_id = ${input.targetId}`)
+  // A target's rows are all of its organization and kind: the walk names the target alone, so that the
+  // planner reads the target's own ordered indexes instead of intersecting the organization's with the
+  // target's (a lossy bitmap of 200 000 rows: 500 ms for a page of an endpoint's failed deliveries); the
+  // organization and kind are still checked on every row read.
+  const walk: Array<Statement.Fragment> = input.targetId === undefined
+    ? [sql`r.org_id = ${input.orgId}`, sql`r.kind = ${input.kind}`]
+    : [sql`r.target_id = ${input.targetId}`]
+  const filter: Array<Statement.Fragment> = input.targetId === undefined
+    ? []
+    : [sql`v.org_id = ${input.orgId}`, sql`v.kind = ${input.kind}`]
   const code = input.statusCode
   if (code !== undefined) {
     const [low, high] = code._tag === "Class" ? [code.digit * 100, code.digit * 100 + 99] : [code.code, code.code]
@@ -192,7 +199,11 @@ const branches = (sql: PgClient.PgClient, input: SearchInput): Array<Branch> => 
     out.push({
       walk: [
         sql`r.stored_status = 'logged'`,
-        sql`r.seq > coalesce((SELECT t.cursor FROM delivery_targets t WHERE t.id = r.target_id), 0)`
+        // One target's cursor is read once, a bound of the walk on `(target_id, seq)`: the backlog alone is read,
+        // not the target's history below it (650 ms for a backlog of 2 000 rows over 200 000).
+        input.targetId === undefined
+          ? sql`r.seq > coalesce((SELECT t.cursor FROM delivery_targets t WHERE t.id = r.target_id), 0)`
+          : sql`r.seq > coalesce((SELECT t.cursor FROM delivery_targets t WHERE t.id = ${input.targetId}), 0)`
       ],
       filter: [status]
     })
