@@ -69,8 +69,8 @@ export const approvalElicitation = (options: {
   readonly boundMs: number
 }): NonNullable<CallRequest["approval"]> => {
   let sent: string | undefined
-  const debug = (message: string) => (cause: unknown) =>
-    Effect.logDebug(message, { approval_id: sent, error: String(cause) })
+  const debug = (message: string, approvalId: string) => (cause: unknown) =>
+    Effect.logDebug(message, { approval_id: approvalId, error: String(cause) })
 
   const waiting = (approval: ApprovalSnapshot) =>
     Effect.gen(function*() {
@@ -87,7 +87,7 @@ export const approvalElicitation = (options: {
         options.extra.sendRequest({ method: "elicitation/create", params }, ElicitResultSchema, {
           timeout: options.boundMs
         }).then(
-          (result) => ({ action: result.action as string, error: undefined }),
+          (result) => ({ action: result.action, error: undefined }),
           (error: unknown) => ({ action: undefined, error: String(error) })
         )
       )
@@ -101,7 +101,7 @@ export const approvalElicitation = (options: {
         ),
         Effect.forkDetach
       )
-    }).pipe(Effect.catchCause(debug("mcp: the approval's elicitation was not sent")))
+    }).pipe(Effect.catchCause(debug("mcp: the approval's elicitation was not sent", approval.approval_id)))
 
   const closed = (approvalId: string) =>
     sent !== approvalId ? Effect.void : Effect.tryPromise(() =>
@@ -109,7 +109,7 @@ export const approvalElicitation = (options: {
         method: "notifications/elicitation/complete",
         params: { elicitationId: approvalId }
       })
-    ).pipe(Effect.catchCause(debug("mcp: the approval's elicitation/complete was not sent")))
+    ).pipe(Effect.catchCause(debug("mcp: the approval's elicitation/complete was not sent", approvalId)))
 
   return { waiting, closed }
 }

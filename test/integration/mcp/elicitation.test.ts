@@ -68,9 +68,13 @@ const organization = Effect.gen(function*() {
 /**
  * A client declaring `capabilities`; every server request and elicitation
  * notification it receives is recorded, and `onElicit` runs on each
- * elicitation (its answer is `accept`).
+ * elicitation; the answer, `accept`, goes once what it returns settles.
  */
-const connect = (key: string, capabilities: ClientCapabilities, onElicit: (seen: Seen) => void = () => {}) =>
+const connect = (
+  key: string,
+  capabilities: ClientCapabilities,
+  onElicit: (seen: Seen) => Promise<unknown> | void = () => {}
+) =>
   Effect.gen(function*() {
     const svc = yield* SvcTest
     const seen: Array<Seen> = []
@@ -81,7 +85,7 @@ const connect = (key: string, capabilities: ClientCapabilities, onElicit: (seen:
           client.setRequestHandler(ElicitRequestSchema, async (request) => {
             const entry = { method: request.method, params: request.params as Record<string, unknown> }
             seen.push(entry)
-            onElicit(entry)
+            await onElicit(entry)
             return { action: "accept" }
           })
           client.setNotificationHandler(ElicitationCompleteNotificationSchema, async (notification) => {
@@ -125,12 +129,19 @@ layer(service, { excludeTestServices: true })("URL-mode elicitation of a call th
     Effect.scoped(Effect.gen(function*() {
       const { org, upstream, key } = yield* organization
       const { client, seen } = yield* connect(key, { elicitation: { url: {} } })
-      const created = yield* Effect.promise(() =>
-        client.request({
-          method: "tools/call",
-          params: { name: "tools__deploy", arguments: { text: "token-9f2c" }, task: {} }
-        }, CreateTaskResultSchema)
-      )
+      const call = () =>
+        Effect.promise(() =>
+          client.request({
+            method: "tools/call",
+            params: {
+              name: "tools__deploy",
+              arguments: { text: "token-9f2c" },
+              task: {},
+              _meta: { "svc/step_id": "deploy-1" }
+            }
+          }, CreateTaskResultSchema)
+        )
+      const created = yield* call()
       assert.strictEqual(created.task.status, "working")
       yield* until(seen, 1)
       const [approvalId] = yield* pendingApprovals(org)
@@ -151,6 +162,8 @@ layer(service, { excludeTestServices: true })("URL-mode elicitation of a call th
 
       // The client's `accept` decided nothing: the approval waits for a person.
       assert.deepStrictEqual(yield* pendingApprovals(org), [approvalId])
+      // The same call sent again answers its task and sends no second elicitation.
+      assert.strictEqual((yield* call()).task.taskId, created.task.taskId)
       assert.strictEqual(upstream.calls.length, 0)
       yield* approve(org, approvalId!)
       const result = yield* Effect.promise(() =>
@@ -158,15 +171,19 @@ layer(service, { excludeTestServices: true })("URL-mode elicitation of a call th
       )
       assert.strictEqual(textOf(result as any), "done deploy {\"text\":\"token-9f2c\"}")
       // Reading the task sends nothing more.
+      yield* Effect.sleep(Duration.millis(200))
       assert.strictEqual(seen.length, 1)
     })))
 
-  it.effect("without a task: the waiting call's stream carries the elicitation, then elicitation/complete with its id once approved, then the result", () =>
+  it.effect("without a task: the waiting call's stream carries the elicitation, then elicitation/complete with its id once approved, then the result; a client that never answers holds nothing", () =>
     Effect.scoped(Effect.gen(function*() {
       const { org, upstream, key } = yield* organization
       const runPromise = Effect.runPromiseWith(yield* Effect.context<never>())
-      // The person approves as soon as the elicitation arrives, while the call still waits.
-      const approving = (seen: Seen) => void runPromise(approve(org, String(seen.params["elicitationId"])))
+      // The person approves as soon as the elicitation arrives, while the call still waits; the client never answers.
+      const approving = (seen: Seen) => {
+        void runPromise(approve(org, String(seen.params["elicitationId"])))
+        return new Promise<never>(() => {})
+      }
       const { client, seen } = yield* connect(key, { elicitation: { url: {} } }, approving)
       const result = yield* Effect.promise(() => client.callTool({ name: "tools__deploy", arguments: { text: "v4" } }))
       assert.strictEqual(textOf(result as any), "done deploy {\"text\":\"v4\"}")
