@@ -1,6 +1,9 @@
 /**
  * The links of reviewer mails (`/console/decide#<token>`): each opens one
- * approval and nothing else.
+ * approval and nothing else. Also where people reach this service
+ * (`serviceBaseUrl`), for every link svc hands out: mails, and the
+ * approval's console page (`approvalPageUrl`) that the MCP gateway sends
+ * an agent's user to.
  *
  * - A link is made when a mail about a pending approval is sent to the
  *   organization's confirmed reviewer address, or to a group member's own
@@ -23,13 +26,15 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema } from "effect"
+import { HttpServer } from "effect/http"
+import * as NetAddress from "effect/net/NetAddress"
 import type { SqlClient } from "effect/sql"
 import type { ArgumentsShapeMismatch, ArgumentsTooComplex } from "../api/ApprovalEdits.ts"
 import { ApprovalLinkInvalid, type ApprovalLinkView, ReviewerAddressReplaced } from "../api/ApprovalLinks.ts"
 import type { NotAssigned } from "../api/Assignment.ts"
 import type { InvalidTransition, ValidationBusy } from "../api/Errors.ts"
 import type { AlreadyVoted, PersonRequired } from "../api/Votes.ts"
-import type { SvcConfigShape } from "../platform/Config.ts"
+import { SvcConfig, type SvcConfigShape } from "../platform/Config.ts"
 import { randomToken } from "../platform/Crypto.ts"
 import { sha256Hex } from "../platform/Digest.ts"
 import { rowsOf } from "../platform/Rows.ts"
@@ -66,6 +71,39 @@ export const publicBaseUrl = (
       : hostname
     return `http://${host}:${port}`
   })
+
+/**
+ * `publicBaseUrl` as this process reads it when a link is made: the
+ * address the server listens on is known once it listens, before any link
+ * is handed out.
+ */
+export const serviceBaseUrl = Effect.gen(function*() {
+  const config = yield* SvcConfig
+  const server = yield* Effect.serviceOption(HttpServer.HttpServer)
+  return (): string =>
+    publicBaseUrl(
+      config,
+      Option.flatMap(server, (s) => {
+        try {
+          const address = s.address
+          return address._tag === "UnixPathAddress"
+            ? Option.none()
+            : Option.some({ hostname: NetAddress.formatIp(address.address), port: address.port })
+        } catch {
+          // Not listening (yet): the configured host and port.
+          return Option.none()
+        }
+      })
+    )
+})
+
+/**
+ * The console's page of one approval (the Approvals screen showing that
+ * approval alone): it opens for a person signed in to the console of the
+ * approval's organization, and carries no credential.
+ */
+export const approvalPageUrl = (baseUrl: string, approvalId: string) =>
+  `${baseUrl}/console/approvals?approval=${encodeURIComponent(approvalId)}`
 
 /**
  * Makes the link of one mail to `address` (the address setting

@@ -56,6 +56,15 @@ export interface CallRequest {
   readonly task: boolean
   /** Told while a call without a task waits for a person. */
   readonly progress: (message: string, elapsedMs: number) => Effect.Effect<void>
+  /**
+   * Told when this request's call starts waiting for a person (once, when
+   * its approval is opened), and, for a call without a task, when that
+   * approval closes within the wait. Neither fails nor holds the call.
+   */
+  readonly approval?: {
+    readonly waiting: (approval: ApprovalSnapshot) => Effect.Effect<void>
+    readonly closed: (approvalId: string) => Effect.Effect<void>
+  }
 }
 
 const pendingMessage = (snapshot: ApprovalSnapshot) =>
@@ -158,7 +167,7 @@ export class McpCalls extends Context.Service<McpCalls, {
        * (here, or in the background when `inline` is false).
        */
       const settle = Effect.fn("McpCalls.settle")(function*(row: CallRow, inline: boolean) {
-        if (isFinished(row.state) || row.approval_id === null) return { row, message: undefined }
+        if (isFinished(row.state) || row.approval_id === null) return { row, message: undefined, waiting: undefined }
         const snapshot = yield* approvals.get(row.org_id, row.approval_id).pipe(Effect.option)
         if (snapshot._tag === "None") {
           const gone = yield* rows.finish(
@@ -167,12 +176,12 @@ export class McpCalls extends Context.Service<McpCalls, {
             toolError("The approval of this call no longer exists."),
             "The approval is gone."
           )
-          return { row: gone ?? row, message: undefined }
+          return { row: gone ?? row, message: undefined, waiting: undefined }
         }
         const approval = snapshot.value
         const runs_ = approval.status === "approved" ||
           (approval.status === "expired" && approval.timeout_action === "allow")
-        if (approval.status === "pending") return { row, message: pendingMessage(approval) }
+        if (approval.status === "pending") return { row, message: pendingMessage(approval), waiting: approval }
         if (!runs_) {
           const text = approval.status === "rejected"
             ? rejectedText(approval)
@@ -183,17 +192,17 @@ export class McpCalls extends Context.Service<McpCalls, {
             toolError(text, { "svc/approval_id": approval.approval_id }),
             text
           )
-          return { row: done ?? (yield* rows.find(row.org_id, row.id)) ?? row, message: undefined }
+          return { row: done ?? (yield* rows.find(row.org_id, row.id)) ?? row, message: undefined, waiting: undefined }
         }
         const claimed = yield* rows.claim(row.id)
-        if (claimed === undefined) return { row, message: undefined }
+        if (claimed === undefined) return { row, message: undefined, waiting: undefined }
         const args = (approval.approved_arguments ?? claimed.arguments) as Record<string, unknown>
         if (inline) {
           yield* execute(claimed, args, approval.arguments_digest)
-          return { row: (yield* rows.find(row.org_id, row.id)) ?? claimed, message: undefined }
+          return { row: (yield* rows.find(row.org_id, row.id)) ?? claimed, message: undefined, waiting: undefined }
         }
         yield* FiberSet.run(runs, Effect.asVoid(execute(claimed, args, approval.arguments_digest)))
-        return { row: claimed, message: undefined }
+        return { row: claimed, message: undefined, waiting: undefined }
       })
 
       const task = Effect.fn("McpCalls.task")(function*(orgId: string, taskId: string) {
@@ -222,14 +231,26 @@ export class McpCalls extends Context.Service<McpCalls, {
         `Call this tool again with the same arguments and "_meta": {"svc/step_id": "${stepId}"} to get its result ` +
         `(or read task ${taskId} with tasks/get and tasks/result).`
 
-      /** A call without a task: waits for the decision up to `SVC_MCP_APPROVAL_WAIT`, then says how to resume. */
-      const waitFor = Effect.fn("McpCalls.waitFor")(function*(first: CallRow, request: CallRequest) {
+      /**
+       * A call without a task: waits for the decision up to `SVC_MCP_APPROVAL_WAIT`, then says how to resume.
+       * `opened`: the call was opened by this request (its wait is announced once).
+       */
+      const waitFor = Effect.fn("McpCalls.waitFor")(function*(first: CallRow, request: CallRequest, opened: boolean) {
         const waitMs = Duration.toMillis(config.mcp.approvalWait)
         const started = performance.now()
         let row = first
+        let announced: string | undefined
         for (;;) {
           const settled = yield* settle(row, true)
           row = settled.row
+          if (opened && announced === undefined && settled.waiting !== undefined && request.approval) {
+            announced = settled.waiting.approval_id
+            yield* request.approval.waiting(settled.waiting)
+          }
+          if (announced !== undefined && settled.waiting === undefined && request.approval) {
+            yield* request.approval.closed(announced)
+            announced = undefined
+          }
           if (isFinished(row.state)) return (row.result ?? toolError("The call was cancelled.")) as CallToolResult
           const elapsed = performance.now() - started
           if (elapsed >= waitMs) {
@@ -314,9 +335,12 @@ export class McpCalls extends Context.Service<McpCalls, {
         }
         if (request.task) {
           const settled = yield* settle(opened.row, false)
+          if (opened.created && settled.waiting !== undefined && request.approval) {
+            yield* request.approval.waiting(settled.waiting)
+          }
           return { _tag: "Task" as const, task: toTask(settled.row, settled.message) }
         }
-        return { _tag: "Result" as const, result: yield* waitFor(opened.row, request) }
+        return { _tag: "Result" as const, result: yield* waitFor(opened.row, request, opened.created) }
       })
 
       /**

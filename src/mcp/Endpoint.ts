@@ -58,15 +58,27 @@ const challenge = (error: string) => ({ "www-authenticate": `Bearer realm="svc",
 /** The messages of a body: one, or a batch. */
 const messagesOf = (body: unknown): ReadonlyArray<unknown> => Array.isArray(body) ? body : [body]
 
+/** What an `initialize` says of its client: its protocol revision, name and whether it opens URLs for svc. */
 const initializeOf = (
   body: unknown
-): { readonly protocolVersion: string; readonly clientName: string | undefined } | undefined => {
+):
+  | { readonly protocolVersion: string; readonly clientName: string | undefined; readonly urlElicitation: boolean }
+  | undefined =>
+{
   for (const message of messagesOf(body)) {
     if (typeof message === "object" && message !== null && (message as { method?: unknown }).method === "initialize") {
-      const params = (message as { params?: { protocolVersion?: unknown; clientInfo?: { name?: unknown } } }).params
+      const params = (message as {
+        params?: {
+          protocolVersion?: unknown
+          clientInfo?: { name?: unknown }
+          capabilities?: { elicitation?: { url?: unknown } }
+        }
+      }).params
+      const url = params?.capabilities?.elicitation?.url
       return {
         protocolVersion: typeof params?.protocolVersion === "string" ? params.protocolVersion : "unknown",
-        clientName: typeof params?.clientInfo?.name === "string" ? params.clientInfo.name : undefined
+        clientName: typeof params?.clientInfo?.name === "string" ? params.clientInfo.name : undefined,
+        urlElicitation: typeof url === "object" && url !== null
       }
     }
   }
@@ -161,12 +173,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       return transport.handleRequest(web, { parsedBody: body })
     })
     if (initialize === undefined || answer.status !== 200) return HttpServerResponse.fromWeb(answer)
-    const opened = yield* sessions.open(
-      principal.orgId,
-      principal.keyId,
-      initialize.protocolVersion,
-      initialize.clientName
-    )
+    const opened = yield* sessions.open(principal.orgId, principal.keyId, initialize)
     const headers = new Headers(answer.headers)
     headers.set(SESSION_HEADER, opened)
     return HttpServerResponse.fromWeb(new Response(answer.body, { status: answer.status, headers }))

@@ -5,7 +5,9 @@
  * tools (the organization's upstream tools, `tools/list`), governed calls
  * (`tools/call`, `Calls.ts`) and tasks for `tools/call` (`tasks/get`,
  * `tasks/result`, `tasks/list`, `tasks/cancel`, through a task store that
- * reads `mcp_calls`).
+ * reads `mcp_calls`). A call that goes pending sends the approver to the
+ * approval's console page when the client declared URL-mode elicitation
+ * (`Elicitation.ts`).
  */
 import type { TaskStore } from "@modelcontextprotocol/sdk/experimental/tasks"
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
@@ -17,11 +19,15 @@ import {
   type Tool
 } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { StepId } from "../api/Agents.ts"
 import { VERSION } from "../api/Version.ts"
+import { approvalPageUrl, serviceBaseUrl } from "../approvals/MailLinks.ts"
+import { SvcConfig } from "../platform/Config.ts"
 import { McpCalls } from "./Calls.ts"
+import { approvalElicitation, RequestServer } from "./Elicitation.ts"
 import { actionClassOf, exposedName, McpServers } from "./Servers.ts"
+import { McpSessions } from "./Sessions.ts"
 import { Upstream } from "./Upstream.ts"
 
 /** The `_meta` key a client sets on `tools/call` to choose the call's `step_id` (its idempotency key). */
@@ -48,8 +54,14 @@ export class McpProtocol extends Context.Service<McpProtocol, {
       const servers = yield* McpServers
       const upstream = yield* Upstream
       const calls = yield* McpCalls
+      const sessions = yield* McpSessions
+      const config = yield* SvcConfig
+      const baseUrl = yield* serviceBaseUrl
+      // An elicitation's bookkeeping outlives the longest its call's stream stays open.
+      const elicitationBoundMs = Duration.toMillis(config.mcp.approvalWait) +
+        Duration.toMillis(config.mcp.upstreamTimeout) + 5_000
       // One for every request's server (the SDK makes a new Ajv with its formats per server
-      // otherwise: 160-200 µs of CPU per request). svc asks no client for input, so it validates nothing.
+      // otherwise: 160-200 µs of CPU per request). svc asks no client for form input, so it validates nothing.
       const jsonSchemaValidator = new AjvJsonSchemaValidator()
 
       /** Every upstream server's tools under their gateway names; a server that fails is left out (and logged). */
@@ -122,7 +134,7 @@ export class McpProtocol extends Context.Service<McpProtocol, {
               : { tasks: [...page.tasks], nextCursor: page.nextCursor }
           }
         }
-        const mcp = new Server({ name: "svc", version: VERSION }, {
+        const mcp = new RequestServer({ name: "svc", version: VERSION }, {
           capabilities: {
             tools: { listChanged: false },
             tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } }
@@ -151,6 +163,7 @@ export class McpProtocol extends Context.Service<McpProtocol, {
             )
           }
           const progressToken = request.params._meta?.progressToken
+          const sessionId = caller.sessionId
           const answer = await run(
             calls.call({
               orgId: caller.orgId,
@@ -165,7 +178,15 @@ export class McpProtocol extends Context.Service<McpProtocol, {
                     method: "notifications/progress",
                     params: { progressToken, progress: Math.floor(elapsedMs), message }
                   }).catch(() => undefined)
-                )
+                ),
+              approval: approvalElicitation({
+                declared: sessions.urlElicitation(caller.orgId, sessionId),
+                pageUrl: (approvalId) => approvalPageUrl(baseUrl(), approvalId),
+                tool: request.params.name,
+                server: mcp,
+                extra,
+                boundMs: elicitationBoundMs
+              })
             }).pipe(
               Effect.catchTags({
                 UnknownTool: (error) =>

@@ -3,7 +3,8 @@
  * `mcp_sessions`. `initialize` opens an agent session (the REST path's
  * `AgentSessions.create`) whose id is the `Mcp-Session-Id`; every later
  * request names it, and any svc process on the same database finds it
- * here. `DELETE /mcp` ends it; its agent session and steps stay.
+ * here. `DELETE /mcp` ends it; its agent session and steps stay. It keeps
+ * whether the client declared URL-mode elicitation (`Elicitation.ts`).
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -11,6 +12,7 @@ import { AgentSessions } from "../agents/Sessions.ts"
 import { rowsOf } from "../platform/Rows.ts"
 
 const SessionRows = rowsOf("mcp_sessions", Schema.Struct({ id: Schema.String, closed: Schema.Boolean }))
+const ElicitationRows = rowsOf("mcp_sessions", Schema.Struct({ url_elicitation: Schema.Boolean }))
 
 /** An MCP session id as svc makes them (a UUID); anything else names no session. */
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -20,13 +22,19 @@ export class McpSessions extends Context.Service<McpSessions, {
   readonly open: (
     orgId: string,
     keyId: string,
-    protocolVersion: string,
-    clientName: string | undefined
+    client: {
+      readonly protocolVersion: string
+      readonly clientName: string | undefined
+      /** The client declared `capabilities.elicitation.url`. */
+      readonly urlElicitation: boolean
+    }
   ) => Effect.Effect<string>
   /** Whether `id` is an open session of the organization. */
   readonly isOpen: (orgId: string, id: string) => Effect.Effect<boolean>
   /** Ends the session; false when it is not an open session of the organization. */
   readonly close: (orgId: string, id: string) => Effect.Effect<boolean>
+  /** Whether the session's client declared URL-mode elicitation (read only when a call goes pending). */
+  readonly urlElicitation: (orgId: string, id: string) => Effect.Effect<boolean>
 }>()("svc/mcp/McpSessions") {
   static readonly layer = Layer.effect(
     McpSessions,
@@ -35,13 +43,21 @@ export class McpSessions extends Context.Service<McpSessions, {
       const agents = yield* AgentSessions
 
       const open = Effect.fn("McpSessions.open")(
-        function*(orgId: string, keyId: string, protocolVersion: string, clientName: string | undefined) {
+        function*(
+          orgId: string,
+          keyId: string,
+          client: {
+            readonly protocolVersion: string
+            readonly clientName: string | undefined
+            readonly urlElicitation: boolean
+          }
+        ) {
           const session = yield* agents.create(orgId, {}).pipe(Effect.orDie)
           yield* sql`
-          INSERT INTO mcp_sessions (id, org_id, key_id, protocol_version, client_name)
-          VALUES (${session.id}, ${orgId}, ${keyId}, ${protocolVersion.slice(0, 32)}, ${
-            clientName?.slice(0, 200) ?? null
-          })
+          INSERT INTO mcp_sessions (id, org_id, key_id, protocol_version, client_name, url_elicitation)
+          VALUES (${session.id}, ${orgId}, ${keyId}, ${client.protocolVersion.slice(0, 32)}, ${
+            client.clientName?.slice(0, 200) ?? null
+          }, ${client.urlElicitation})
         `.pipe(Effect.orDie)
           return session.id
         }
@@ -68,7 +84,15 @@ export class McpSessions extends Context.Service<McpSessions, {
           )
           : Effect.succeed(false)
 
-      return McpSessions.of({ open, isOpen, close })
+      const urlElicitation = (orgId: string, id: string) =>
+        Effect.map(
+          ElicitationRows.one(
+            sql`SELECT url_elicitation FROM mcp_sessions WHERE id = ${id} AND org_id = ${orgId}`
+          ),
+          (row) => row?.url_elicitation === true
+        )
+
+      return McpSessions.of({ open, isOpen, close, urlElicitation })
     })
   )
 }

@@ -90,6 +90,29 @@ describeBrowser("Approvals", () => {
     await done()
   })
 
+  it("one approval's page (?approval=<id>, the MCP gateway's link) shows that card alone, then says it no longer waits", async () => {
+    const approvalId = await requestApproval("restart-cache", { region: "eu" })
+    const other = await requestApproval("resize-disk", { size: 200 })
+    const { page, done } = await world.open()
+    await signIn(page, await world.link("approver", "Alex Approver"))
+    await page.goto(`${world.baseUrl}/console/approvals?approval=${approvalId}`)
+    const card = page.getByRole("listitem", { name: /restart-cache/ })
+    await card.waitFor()
+    await page.getByText(`Showing approval ${approvalId} alone.`).waitFor()
+    assert.strictEqual(await page.getByRole("listitem", { name: /resize-disk/ }).count(), 0)
+    await card.getByRole("button", { name: "Approve" }).click()
+    await page.getByText(`Approval ${approvalId} is not waiting for a decision`).waitFor()
+    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.status, "approved")
+    // "Pending" shows every waiting approval again.
+    await page.getByRole("navigation", { name: "Approvals views" }).getByRole("link", { name: /Pending/ }).click()
+    await page.getByRole("listitem", { name: /resize-disk/ }).waitFor()
+    assert.strictEqual(
+      (await world.api("POST", `/v1/agent-approvals/${other}/decision`, { decision: "reject" })).status,
+      200
+    )
+    await done()
+  })
+
   it("reads well at 390 px in dark mode, and Reject works from the keyboard alone", async () => {
     const approvalId = await requestApproval("drop-table", { table: "users" })
     const { page, done } = await world.open({ colorScheme: "dark", width: 390 })

@@ -8,7 +8,9 @@
  * Reject. "Assigned to me" narrows them to those assigned to a reviewer
  * group the person is in (or was delegated by a member), as the list's
  * `assigned_to=me` answers. "History" lists closed approvals with who
- * decided, when and why.
+ * decided, when and why. `?approval=<id>` is one approval's page (the
+ * link the MCP gateway sends an agent's user to): its card alone, or where
+ * it went once it is no longer pending.
  */
 import { Exit, Schema } from "effect"
 import { useEffect, useMemo, useRef, useState } from "preact/hooks"
@@ -52,7 +54,10 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
    */
   const known = useRef(new Set<string>())
   const listed = useRef(false)
-  const asked = useLocation().query.get("view")
+  const { query } = useLocation()
+  const asked = query.get("view")
+  /** One approval's page: that card alone. */
+  const only = query.get("approval") ?? undefined
   const view = asked === "history" ? "history" : asked === "mine" ? "mine" : "pending"
   /** The pending approvals assigned to this person (`assigned_to=me`), read again when an assigned one changes. */
   const [assigned, setAssigned] = useState<ReadonlySet<string> | undefined>(undefined)
@@ -128,7 +133,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
     [pending]
   )
   const mineOnly = useMemo(() => all.filter((item) => assigned?.has(item.approval_id) === true), [all, assigned])
-  const items = view === "mine" ? mineOnly : all
+  const items = only !== undefined ? all.filter((item) => item.approval_id === only) : view === "mine" ? mineOnly : all
 
   return (
     <section aria-labelledby="page-title">
@@ -139,28 +144,31 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
       <nav class="views" aria-label="Approvals views">
         <a href="/console/approvals" aria-current={view === "pending" ? "page" : undefined} onClick={(event) => {
           event.preventDefault()
-          setQuery({ view: undefined })
+          setQuery({ view: undefined, approval: undefined })
         }}>
           Pending{loaded ? ` (${all.length})` : ""}
         </a>
         <a href="/console/approvals?view=mine" aria-current={view === "mine" ? "page" : undefined} onClick={(event) => {
           event.preventDefault()
-          setQuery({ view: "mine" })
+          setQuery({ view: "mine", approval: undefined })
         }}>
           Assigned to me{assigned !== undefined ? ` (${mineOnly.length})` : ""}
         </a>
         <a href="/console/approvals?view=history" aria-current={view === "history" ? "page" : undefined} onClick={(event) => {
           event.preventDefault()
-          setQuery({ view: "history" })
+          setQuery({ view: "history", approval: undefined })
         }}>
           History
         </a>
       </nav>
       <Notice notice={notice} onClose={() => setNotice(undefined)} />
+      {only !== undefined && view !== "history" && <p class="muted only-approval">Showing approval <code>{only}</code> alone.</p>}
       {view === "history" ? <History closedCount={closedCount} /> : !loaded
         ? <p class="muted" aria-busy="true">Loading approvals…</p>
         : items.length === 0
-        ? <p class="empty">{view === "mine" ? "No approval assigned to your reviewer groups is waiting." : "No approval is waiting for a decision."}</p>
+        ? <p class="empty">{only !== undefined
+          ? `Approval ${only} is not waiting for a decision: it was decided or expired (see History), or it is not of this organization.`
+          : view === "mine" ? "No approval assigned to your reviewer groups is waiting." : "No approval is waiting for a decision."}</p>
         : (
           <ul class="cards" aria-label="Pending approvals">
             {items.map((item) => (

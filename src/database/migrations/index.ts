@@ -65,6 +65,7 @@ import m0960 from "./0960_target_groups.ts"
 import m0970 from "./0970_mcp_gateway.ts"
 import m0980 from "./0980_export_lines.ts"
 import m1000 from "./1000_delivery_targets_hot.ts"
+import m1020 from "./1020_mcp_url_elicitation.ts"
 
 /**
  * Every migration by its `id_name`, under the release of svc it first
@@ -129,7 +130,8 @@ export const migrationsByRelease = {
     "0960_target_groups": m0960,
     "0970_mcp_gateway": m0970,
     "0980_export_lines": m0980,
-    "1000_delivery_targets_hot": m1000
+    "1000_delivery_targets_hot": m1000,
+    "1020_mcp_url_elicitation": m1020
   }
 }
 

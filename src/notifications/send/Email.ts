@@ -14,12 +14,10 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
-import { HttpServer } from "effect/http"
-import * as NetAddress from "effect/net/NetAddress"
 import nodemailer from "nodemailer"
 import { ApprovalEvent } from "../../api/Events.ts"
 import { CONFIRM_META_KEY } from "../../approvals/AddressConfirmations.ts"
-import { issueMailLink, mailLinkUrl, publicBaseUrl } from "../../approvals/MailLinks.ts"
+import { issueMailLink, mailLinkUrl, serviceBaseUrl } from "../../approvals/MailLinks.ts"
 import { MEMBER_META_KEY, memberAddressStands } from "../../approvals/MemberAddresses.ts"
 import type { Claimed } from "../../deliveries/DeliveryQueue.ts"
 import { Outcome } from "../../deliveries/DeliveryQueue.ts"
@@ -146,24 +144,8 @@ export class ReviewerEmail extends Context.Service<ReviewerEmail, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const config = yield* SvcConfig
-      // Links name `SVC_PUBLIC_URL`, else the address the server listens on
-      // (known once it listens, before any mail is sent).
-      const server = yield* Effect.serviceOption(HttpServer.HttpServer)
-      const baseUrl = () =>
-        publicBaseUrl(
-          config,
-          Option.flatMap(server, (s) => {
-            try {
-              const address = s.address
-              return address._tag === "UnixPathAddress"
-                ? Option.none()
-                : Option.some({ hostname: NetAddress.formatIp(address.address), port: address.port })
-            } catch {
-              // Not listening (yet): the configured host and port.
-              return Option.none()
-            }
-          })
-        )
+      // Links name `SVC_PUBLIC_URL`, else the address the server listens on.
+      const baseUrl = yield* serviceBaseUrl
       const transport = Option.map(config.smtpUrl, (url) => {
         const parsed = new URL(Redacted.value(url))
         const from = parsed.searchParams.get("from") ?? DEFAULT_FROM
