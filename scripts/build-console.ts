@@ -7,12 +7,13 @@
  *
  *   node scripts/build-console.ts [--if-stale] [--quiet]
  */
-import * as esbuild from "esbuild"
+import { transform as transformCss } from "lightningcss"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
+import { build } from "rolldown"
 import { isOutdated } from "./build-packages.ts"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
@@ -40,24 +41,41 @@ export interface BuildReport {
   readonly gzipBytes: number
 }
 
+/** The browsers the console supports: what the script and the style sheet are lowered for. */
+const BROWSERS = { chrome: 111, firefox: 115, safari: 16 } as const
+
 export const buildConsole = async (): Promise<BuildReport> => {
-  const result = await esbuild.build({
-    absWorkingDir: root,
-    entryPoints: { app: path.join(consoleDir, "src/main.tsx"), style: path.join(consoleDir, "src/style.css") },
-    bundle: true,
-    minify: true,
-    format: "esm",
+  // The script: rolldown (Vite's bundler), JSX for Preact as console/tsconfig.json says.
+  const { output } = await build({
+    cwd: root,
+    input: { app: path.join(consoleDir, "src/main.tsx") },
     platform: "browser",
-    target: ["es2022", "chrome111", "firefox115", "safari16"],
-    jsx: "automatic",
-    jsxImportSource: "preact",
-    legalComments: "none",
+    tsconfig: path.join(consoleDir, "tsconfig.json"),
+    transform: {
+      target: ["es2022", ...Object.entries(BROWSERS).map(([name, version]) => `${name}${version}`)],
+      define: { "process.env.NODE_ENV": "\"production\"" }
+    },
+    logLevel: "warn",
     write: false,
-    outdir: dist,
-    entryNames: "[name]-[hash]",
-    define: { "process.env.NODE_ENV": "\"production\"" },
-    logLevel: "warning"
+    output: { format: "esm", minify: true, comments: false, entryFileNames: "[name]-[hash].js" }
   })
+  // The style sheet: one file, minified by Lightning CSS (Vite's CSS minifier).
+  const css = transformCss({
+    filename: "style.css",
+    code: fs.readFileSync(path.join(consoleDir, "src/style.css")),
+    minify: true,
+    targets: Object.fromEntries(Object.entries(BROWSERS).map(([name, version]) => [name, version << 16]))
+  })
+  const files = [
+    ...output.map((file) => ({
+      name: file.fileName,
+      contents: file.type === "chunk" ? Buffer.from(file.code) : Buffer.from(file.source)
+    })),
+    {
+      name: `style-${createHash("sha256").update(css.code).digest("base64url").slice(0, 8)}.css`,
+      contents: Buffer.from(css.code)
+    }
+  ]
   const assets = path.join(dist, "assets")
   fs.rmSync(dist, { recursive: true, force: true })
   fs.mkdirSync(assets, { recursive: true })
@@ -65,11 +83,10 @@ export const buildConsole = async (): Promise<BuildReport> => {
   let style = ""
   let bytes = 0
   let gzipBytes = 0
-  for (const file of result.outputFiles) {
-    const name = path.basename(file.path)
-    fs.writeFileSync(path.join(assets, name), file.contents)
-    if (name.endsWith(".js")) script = name
-    if (name.endsWith(".css")) style = name
+  for (const file of files) {
+    fs.writeFileSync(path.join(assets, file.name), file.contents)
+    if (file.name.endsWith(".js")) script = file.name
+    if (file.name.endsWith(".css")) style = file.name
     bytes += file.contents.byteLength
     gzipBytes += gzipSync(file.contents, { level: 9 }).byteLength
   }

@@ -20,10 +20,10 @@
  * `src/server/` does: the server finds the console's build at
  * `../../console/dist`.
  */
-import * as esbuild from "esbuild"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { build } from "rolldown"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -44,52 +44,39 @@ export const BUNDLE_ENTRIES = {
   "process-forker": "src/platform/process-forker.ts"
 } as const
 
-/** Bundled: Effect's packages; every other bare specifier stays external. */
-const bundled = (specifier: string) =>
-  specifier === "effect" || specifier.startsWith("effect/") || specifier.startsWith("@effect/")
-
-const externals: esbuild.Plugin = {
-  name: "svc-externals",
-  setup(build) {
-    build.onResolve(
-      { filter: /^[^./]/ },
-      (args) => (bundled(args.path) ? undefined : { path: args.path, external: true })
-    )
-  }
-}
+/** Bundled: svc's own modules and Effect's packages; every other bare specifier stays external. */
+const external = (specifier: string) =>
+  /^[^./]/.test(specifier) && !path.isAbsolute(specifier) &&
+  !(specifier === "effect" || specifier.startsWith("effect/") || specifier.startsWith("@effect/"))
 
 /**
  * Writes the bundle into `outDir` (dist/cli-bundle).
- * A module Effect imports dynamically is written as a chunk even when
- * nothing the bundle keeps imports it (Effect's API reference pages, 5 MB):
- * only the files an entry point reaches are kept.
+ * A module Effect imports dynamically is a chunk of its own even when
+ * nothing the bundle keeps imports it (Effect's API reference pages): only
+ * the files an entry point reaches are written.
  */
 export const bundleCli = async (outDir: string): Promise<void> => {
-  const { metafile } = await esbuild.build({
-    absWorkingDir: root,
-    entryPoints: BUNDLE_ENTRIES,
-    bundle: true,
-    splitting: true,
-    format: "esm",
+  const { output } = await build({
+    cwd: root,
+    input: BUNDLE_ENTRIES,
     platform: "node",
-    target: "node22",
-    outdir: outDir,
-    entryNames: "[name]",
-    chunkNames: "chunk-[hash]",
-    plugins: [externals],
-    metafile: true,
-    logLevel: "warning"
+    external,
+    transform: { target: "node22" },
+    logLevel: "warn",
+    write: false,
+    output: { format: "esm", entryFileNames: "[name].js", chunkFileNames: "chunk-[hash].js" }
   })
+  const chunks = new Map(output.flatMap((file) => (file.type === "chunk" ? [[file.fileName, file] as const] : [])))
   const reached = new Set<string>()
-  const visit = (output: string) => {
-    if (reached.has(output) || metafile.outputs[output] === undefined) return
-    reached.add(output)
-    for (const imported of metafile.outputs[output].imports) visit(imported.path)
+  const visit = (fileName: string) => {
+    const chunk = chunks.get(fileName)
+    if (reached.has(fileName) || chunk === undefined) return
+    reached.add(fileName)
+    for (const imported of [...chunk.imports, ...chunk.dynamicImports]) visit(imported)
   }
-  // A dynamically imported module is an entry point of esbuild's too: start from ours.
-  const entries = new Set<string>(Object.values(BUNDLE_ENTRIES))
-  for (const [output, { entryPoint }] of Object.entries(metafile.outputs)) {
-    if (entryPoint !== undefined && entries.has(entryPoint)) visit(output)
-  }
-  for (const output of Object.keys(metafile.outputs)) if (!reached.has(output)) fs.rmSync(path.join(root, output))
+  for (const chunk of chunks.values()) if (chunk.isEntry) visit(chunk.fileName)
+  fs.mkdirSync(outDir, { recursive: true })
+  for (const fileName of reached) fs.writeFileSync(path.join(outDir, fileName), chunks.get(fileName)!.code)
+  const assets = output.filter((file) => file.type === "asset")
+  if (assets.length > 0) throw new Error(`unexpected assets in the bundle: ${assets.map((a) => a.fileName).join(", ")}`)
 }

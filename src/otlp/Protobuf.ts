@@ -168,6 +168,12 @@ const root = protobuf.Root.fromJSON({
 const Request = root.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest")
 const Response = root.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse")
 
+/**
+ * The two messages as defined above: what the tests' collector reads with
+ * when the official definitions (test/interop's project) are not installed.
+ */
+export const definitions = { ExportTraceServiceRequest: Request, ExportTraceServiceResponse: Response } as const
+
 const ID_KEYS: ReadonlySet<string> = new Set(["traceId", "spanId", "parentSpanId"])
 
 /** The JSON form with its hex ids as bytes: the message protobufjs writes. */

@@ -34,7 +34,6 @@
  * `npm run test:packages` (two to three minutes; not part of `npm test`).
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import * as esbuild from "esbuild"
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -42,6 +41,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { build } from "rolldown"
 import { VERSION } from "../../src/api/Version.ts"
 import { deadLink, linksOf } from "../support/markdown.ts"
 import { type CodeBlock, consumerBlocks } from "../support/run-blocks.ts"
@@ -785,27 +785,28 @@ describe("svc's packages, installed from their tarballs outside the repository",
       )
     assert.sameMembers(installed, ["@svc/client", "effect"])
     assert.deepStrictEqual([...closureOf(dirs.clientOnly, "@svc/client").values()].sort(), ["@svc/client", "effect"])
-    const bundle = await esbuild.build({
-      absWorkingDir: dirs.clientOnly,
-      stdin: {
-        contents: "export { SvcClient, Api, NotFound } from \"@svc/client\"",
-        resolveDir: dirs.clientOnly,
-        loader: "js"
-      },
-      bundle: true,
+    const entry = path.join(dirs.clientOnly, "browser-entry.js")
+    fs.writeFileSync(entry, "export { SvcClient, Api, NotFound } from \"@svc/client\"\n")
+    const logs: Array<string> = []
+    const { output } = await build({
+      cwd: dirs.clientOnly,
+      input: entry,
       platform: "browser",
-      format: "esm",
       write: false,
-      metafile: true,
-      logLevel: "silent"
+      onLog: (level, log) => void logs.push(`${level}: ${log.message}`),
+      output: { format: "esm", codeSplitting: false }
     })
-    const inputs = Object.keys(bundle.metafile.inputs)
+    const chunks = output.flatMap((file) => (file.type === "chunk" ? [file] : []))
+    // Every module bundled is the client's or Effect's (rolldown's own runtime aside)...
     assert.deepStrictEqual(
-      inputs.filter((input) =>
-        input.startsWith("node:") || !/node_modules\/(effect|@svc\/client)\//.test(input) && input !== "<stdin>"
+      chunks.flatMap((chunk) => chunk.moduleIds).filter((id) =>
+        id !== entry && !id.startsWith("\0") && !/node_modules\/(effect|@svc\/client)\//.test(id)
       ),
       []
     )
+    // ...and nothing is left an import of the page (a `node:` module would be, with a warning).
+    assert.deepStrictEqual(chunks.flatMap((chunk) => chunk.imports), [])
+    assert.deepStrictEqual(logs, [])
   })
 
   it("prints each package's tarball and installed size (with its dependencies)", () => {

@@ -11,13 +11,13 @@
  * (`CI` set) a missing runtime fails instead.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"
-import * as esbuild from "esbuild"
 import { spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { build } from "rolldown"
 import * as kit from "../../packages/receiver/src/index.ts"
 import { suite } from "../../packages/receiver/test/suite.ts"
 import { signedVectors as vectors } from "../support/receiverVectors.ts"
@@ -82,7 +82,7 @@ const suite :Workerd.Worker = (
 let consumer = ""
 let expectedCases: Array<string> = []
 
-beforeAll(() => {
+beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), "svc-receiver-"))
   consumer = join(dir, "consumer")
   // The package as published: built, then `npm pack` keeps only its `files`.
@@ -131,14 +131,12 @@ beforeAll(() => {
   writeFileSync(join(consumer, "worker.js"), WORKER)
   writeFileSync(join(consumer, "workerd.capnp"), WORKERD_CONFIG)
   // workerd takes named modules, not a node_modules tree: the kit as one
-  // module, bundled as a Workers deploy tool (wrangler: esbuild) does.
-  esbuild.buildSync({
-    entryPoints: [join(consumer, "node_modules/@svc/receiver/dist/esm/index.js")],
-    bundle: true,
-    format: "esm",
+  // module, bundled as a Workers deploy tool does.
+  await build({
+    input: join(consumer, "node_modules/@svc/receiver/dist/esm/index.js"),
     platform: "neutral",
-    outfile: join(consumer, "receiver.js"),
-    logLevel: "warning"
+    logLevel: "warn",
+    output: { format: "esm", file: join(consumer, "receiver.js"), codeSplitting: false }
   })
 })
 

@@ -34,7 +34,7 @@ export default async function setup() {
   // package: the packages left out of the bundle resolve from node_modules,
   // and the server finds the console's build. Always the same folder, so
   // that Node's compile cache (`compileCache`) knows its files next run.
-  // Built while the snapshots below are written (esbuild runs apart).
+  // Built while the snapshots below are written (rolldown bundles on threads of its own).
   const bundling = (async () => {
     if (process.env.TEST_SVC_CLI !== undefined) return
     const dir = path.join(root, "node_modules", ".svc-test-bundle")

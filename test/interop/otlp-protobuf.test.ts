@@ -1,18 +1,27 @@
+/**
+ * svc's OTLP/HTTP protobuf against the official definitions: the messages
+ * protobufjs generated for the OpenTelemetry JS exporter
+ * (`@opentelemetry/otlp-proto-exporter-base`), a decoder independent of
+ * svc's. They come from this folder's own npm project (interop.ts): without
+ * it `npm test` skips this file and says so; under CI it runs, and fails if
+ * they are missing.
+ */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Exit, Option, Tracer } from "effect"
 import fc from "fast-check"
-import { createRequire } from "node:module"
-import { exportRequest, serviceResource } from "../../../src/otlp/Encoding.ts"
-import { encodeProtobufRequest } from "../../../src/otlp/Protobuf.ts"
-import { toOtlpSpan } from "../../../src/otlp/Spans.ts"
-import { classify } from "../../../src/telemetry/Collector.ts"
-import { canonical, protobufToJson } from "../../support/Otlp.ts"
+import { exportRequest, serviceResource } from "../../src/otlp/Encoding.ts"
+import { encodeProtobufRequest } from "../../src/otlp/Protobuf.ts"
+import { toOtlpSpan } from "../../src/otlp/Spans.ts"
+import { classify } from "../../src/telemetry/Collector.ts"
+import { canonical, protobufToJson } from "../support/Otlp.ts"
+import { interopRequire, runs } from "./interop.ts"
 
-const require = createRequire(import.meta.url)
-// The official definitions as protobufjs generated them for the OpenTelemetry JS exporter: a decoder independent of svc's.
+const OFFICIAL = "@opentelemetry/otlp-proto-exporter-base"
+const installed = runs("otlp-protobuf.test.ts", "the official OTLP protobuf definitions", OFFICIAL)
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const official: any =
-  require("@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js").opentelemetry.proto.collector.trace.v1
+const official: any = installed
+  ? interopRequire(`${OFFICIAL}/build/src/generated/root.js`).opentelemetry.proto.collector.trace.v1
+  : undefined
 
 const spanOf = (input: {
   readonly name: string
@@ -48,7 +57,7 @@ const spanOf = (input: {
   return span
 }
 
-describe("OTLP/HTTP protobuf: the JSON form's request, written by protobufjs", () => {
+describe.skipIf(!installed)("OTLP/HTTP protobuf: the JSON form's request, written by protobufjs", () => {
   it("property: the official definitions decode the protobuf body into exactly the JSON form (hex ids, 64-bit nanoseconds, enums)", () => {
     fc.assert(
       fc.property(
