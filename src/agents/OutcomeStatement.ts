@@ -27,7 +27,7 @@ import { rowsOf } from "../platform/Rows.ts"
 
 const J = JSON.stringify
 
-export const GatedOutcomeRows = rowsOf(
+const GatedOutcomeRows = rowsOf(
   "agent_steps",
   Schema.Struct({ gated: Schema.Boolean, recorded: Schema.Boolean })
 )
@@ -44,7 +44,7 @@ export interface GatedOutcome {
 }
 
 /** The statement (see the top of this file), answering whether the gate passed and the outcome was recorded. */
-export const gatedOutcomeSql = (sql: SqlClient.SqlClient, input: GatedOutcome) => {
+const gatedOutcomeSql = (sql: SqlClient.SqlClient, input: GatedOutcome) => {
   const { outcome, orgId, sessionId, stepId } = input
   const body = {
     ...(outcome.result === undefined ? {} : { result: outcome.result }),

@@ -138,15 +138,12 @@ export const ApprovalHistoryItem = Schema.Struct({
 export type ApprovalHistoryItem = typeof ApprovalHistoryItem.Type
 
 /** A stream event id: a number that grows with each event of the organization (not consecutive). */
-export const ApprovalStreamEventId = Text.check(
+const ApprovalStreamEventId = Text.check(
   Schema.isPattern(/^[0-9]{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
-/** The events of the organization's approval stream: the webhook event types. */
-export const ApprovalStreamEventNames = ApprovalEventTypes
-
 /** One event of the organization's approval stream, as the typed client yields it. */
-export const ApprovalStreamEvent = Schema.Struct({
+const ApprovalStreamEvent = Schema.Struct({
   id: ApprovalStreamEventId,
   event: ApprovalEventType,
   data: Schema.fromJsonString(ApprovalListItem)

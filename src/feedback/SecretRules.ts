@@ -174,7 +174,7 @@ export interface Finding {
 }
 
 /** The hand-written rules (of `rules`) whose keywords `text` holds: the only ones that can find anything in it or in a part of it. */
-export const patternRulesIn = (text: string, rules = patternRules): ReadonlyArray<PatternRule> => {
+const patternRulesIn = (text: string, rules = patternRules): ReadonlyArray<PatternRule> => {
   // A dozen keywords: `includes` each is as quick as one pass of `keywordScan`.
   const lower = text.toLowerCase()
   return rules.filter((rule) => rule.keywords.some((keyword) => lower.includes(keyword)))

@@ -132,7 +132,7 @@ export const logLevelConfig: Config.Config<LogLevel.LogLevel> = Config.String("S
 )
 
 /** Shortest `SVC_METRICS_TOKEN`: a guessable token would open the metrics to anyone who can reach the API. */
-export const METRICS_TOKEN_MIN_LENGTH = 16
+const METRICS_TOKEN_MIN_LENGTH = 16
 
 /** What a webhook lease must leave beyond the send deadline, to record the outcome. */
 const LEASE_MARGIN_MS = 2_000

@@ -47,14 +47,14 @@ const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Sc
  * endpoint gets one at a time until it answers again). Hanging endpoints
  * hold only their own slots, so a process has room for many of them.
  */
-export const WORKER_CONCURRENCY = 256
+const WORKER_CONCURRENCY = 256
 export const PER_ENDPOINT = 16
 /**
  * Deliveries of one endpoint claimed at once across processes: a busy
  * endpoint's next deliveries are already claimed when a slot frees, so a
  * burst costs a claim statement per few hundred deliveries, not per slot.
  */
-export const ENDPOINT_PREFETCH = 256
+const ENDPOINT_PREFETCH = 256
 
 /** The attributes of a delivery's `WebhookSender.deliver` span, given when it starts. */
 const spanAttributes = (delivery: Claimed) => ({
