@@ -165,9 +165,6 @@ const secretlintConfig: SecretLintCoreConfig = {
     }))
 }
 
-/** The ids of every rule in the ruleset (secretlint's and ours). */
-export const ruleIds: ReadonlyArray<string> = [...secretlintConfig.rules, ...patternRules].map((rule) => rule.id)
-
 export interface Finding {
   readonly ruleId: string
   readonly range: Range
