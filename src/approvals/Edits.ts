@@ -82,8 +82,6 @@ export const editStepMembers = (row: {
   ...(row.response === null ? {} : { response: row.response })
 })
 
-export { argumentsDigest, canonicalJson, changedPointers } from "./ArgumentsDiff.ts"
-
 /** A violation's path inside the request body: `arguments.amount`. */
 const argumentsPath = (path: string) =>
   path === "" ? "arguments" : path.startsWith("[") ? `arguments${path}` : `arguments.${path}`

@@ -16,7 +16,6 @@
  */
 import { MAX_HEADERS, TRANSPORT_HEADERS } from "../api/HeaderNames.ts"
 
-export { MAX_HEADERS }
 export const MAX_VALUE_BYTES = 4096
 
 /** Refused by exact (case-insensitive) name: transport and hop-by-hop, trace context, cookies (stated in the schema too). */

@@ -20,9 +20,9 @@ import { PgClient } from "@effect/sql-pg"
 import { Cause, Clock, Context, Duration, Effect, FiberSet, Layer, Queue, Schema } from "effect"
 import { Brokers, ConnectionsBusy } from "../../brokers/Brokers.ts"
 import { Wakeups } from "../../database/Wakeups.ts"
-import type { Claimed, CooldownPolicy } from "../../deliveries/DeliveryQueue.ts"
+import type { Claimed, CooldownPolicy, Settlement } from "../../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../../deliveries/DeliveryQueue.ts"
-import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
+import { runWorker } from "../../deliveries/worker/DeliveryWorker.ts"
 import { type DirectHandle, spanStarter } from "../../deliveries/worker/DirectStart.ts"
 import { OutboundFailure, OutboundHttp } from "../../outbound/OutboundHttp.ts"
 import { eventBody } from "../../outbox/Outbox.ts"
@@ -36,8 +36,6 @@ import { makeEndpointHealth } from "./EndpointHealth.ts"
 import { type SendTarget, SendTargets } from "./SendTargets.ts"
 import { deliveryHeaders } from "./Signing.ts"
 import { delivered, notSent, SNIPPET_BYTES, verdictOf } from "./Verdict.ts"
-
-export { failedAttempt, notSent, retryDelay } from "./Verdict.ts"
 
 /** An event body read back when this process does not hold it. */
 const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
