@@ -186,13 +186,11 @@ const nestsDeeperThan = (value: unknown, max: number): boolean => {
 /**
  * The paths (as segments: member names and array indexes) of every string,
  * member names included, in `value` that `isUnstorableString` refuses, at
- * most `max` of them. Iterative, like `nestsDeeperThan`. A member name at
+ * most 100 of them. Iterative, like `nestsDeeperThan`. A member name at
  * fault is reported at the path of its member.
  */
-export const findUnstorableStrings = (
-  value: unknown,
-  max = 100
-): Array<ReadonlyArray<string | number>> => {
+export const findUnstorableStrings = (value: unknown): Array<ReadonlyArray<string | number>> => {
+  const max = 100
   // Each entry links to its parent: a path is built only for what is found.
   interface Entry {
     readonly value: unknown
