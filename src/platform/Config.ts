@@ -15,9 +15,21 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type { SvcConfigShape } from "./ConfigShape.ts"
 import { DEFAULT_DATA_DIR, namesEmbedded } from "./EntrySettings.ts"
-import { isSmtpUrl } from "./SmtpUrl.ts"
 
 export type { SvcConfigShape } from "./ConfigShape.ts"
+
+/**
+ * `SVC_SMTP_URL`, checked when svc starts rather than when the first mail
+ * goes: a URL nodemailer can use (`smtp:` or `smtps:`, with a host), and a
+ * `from` query parameter, when given, that holds an address
+ * (`src/notifications/send/Email.ts` reads it as the sender).
+ */
+const isSmtpUrl = (raw: string): boolean => {
+  const url = URL.parse(raw)
+  if (url === null || !/^smtps?:$/.test(url.protocol) || url.hostname === "") return false
+  const from = url.searchParams.get("from")
+  return from === null || /\S@\S/.test(from)
+}
 
 /** The non-empty items of a comma-separated value, trimmed. */
 const items = (raw: string) => raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0)
