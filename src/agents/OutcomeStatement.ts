@@ -27,7 +27,7 @@ import { rowsOf } from "../platform/Rows.ts"
 
 const J = JSON.stringify
 
-export const GatedOutcomeRows = rowsOf(
+const GatedOutcomeRows = rowsOf(
   "agent_steps",
   Schema.Struct({ gated: Schema.Boolean, recorded: Schema.Boolean })
 )
@@ -43,14 +43,17 @@ export interface GatedOutcome {
   readonly notify?: { readonly channel: string; readonly payload: string } | undefined
 }
 
+/** What an outcome's step and event store beside its status: the members the outcome has. */
+export const outcomeBody = (outcome: ToolOutcome) => ({
+  ...(outcome.result === undefined ? {} : { result: outcome.result }),
+  ...(outcome.error === undefined ? {} : { error: outcome.error }),
+  ...(outcome.arguments_digest === undefined ? {} : { arguments_digest: outcome.arguments_digest })
+})
+
 /** The statement (see the top of this file), answering whether the gate passed and the outcome was recorded. */
-export const gatedOutcomeSql = (sql: SqlClient.SqlClient, input: GatedOutcome) => {
+const gatedOutcomeSql = (sql: SqlClient.SqlClient, input: GatedOutcome) => {
   const { outcome, orgId, sessionId, stepId } = input
-  const body = {
-    ...(outcome.result === undefined ? {} : { result: outcome.result }),
-    ...(outcome.error === undefined ? {} : { error: outcome.error }),
-    ...(outcome.arguments_digest === undefined ? {} : { arguments_digest: outcome.arguments_digest })
-  }
+  const body = outcomeBody(outcome)
   // The event's JSON as `AgentSessions.reportOutcome` writes it: {step_id, tool, status, ...body, reported_at}.
   const head = `{"step_id":${J(stepId)},"tool":`
   const middle = `,"status":${J(outcome.status)}${J(body).slice(1, -1) === "" ? "" : `,${J(body).slice(1, -1)}`}` +

@@ -29,7 +29,7 @@ import { newId } from "../platform/Ids.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
 import { rowsOf, Timestamp } from "../platform/Rows.ts"
 import { hubFrames, hubSignal, SessionHub, storedEvents, STREAM_BATCH } from "../streams/SessionEvents.ts"
-import { type GatedOutcome, gatedOutcome } from "./OutcomeStatement.ts"
+import { type GatedOutcome, gatedOutcome, outcomeBody } from "./OutcomeStatement.ts"
 import { sessionInsert } from "./SessionInsert.ts"
 import { appendSessionEvent } from "./StepRecords.ts"
 import {
@@ -242,11 +242,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
       ) {
         yield* Effect.annotateCurrentSpan({ "svc.session_id": sessionId })
         yield* findSession(orgId, sessionId)
-        const body = {
-          ...(outcome.result === undefined ? {} : { result: outcome.result }),
-          ...(outcome.error === undefined ? {} : { error: outcome.error }),
-          ...(outcome.arguments_digest === undefined ? {} : { arguments_digest: outcome.arguments_digest })
-        }
+        const body = outcomeBody(outcome)
         const result = yield* sql.withTransaction(Effect.gen(function*() {
           const row = yield* StepRows.one(sql`
             UPDATE agent_steps SET outcome = ${outcome.status}, outcome_body = ${sql.json(body)},

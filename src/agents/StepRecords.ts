@@ -10,24 +10,13 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Schema } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
-import { StepRecords } from "../approvals/StepRecords.ts"
+import { type SessionEvent, StepRecords } from "../approvals/StepRecords.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
-import type { SessionEventName } from "../streams/SessionEvents.ts"
 
 const SeqRows = rowsOf("agent_sessions", Schema.Struct({ event_seq: BigIntText }))
 
 /** Records a session event. Call inside the transaction of the change it reports, then `SessionHub.notify(sessionId)` after commit. */
-export const appendSessionEvent = (
-  sql: SqlClient.SqlClient,
-  event: {
-    readonly sessionId: string
-    readonly orgId: string
-    readonly name: SessionEventName
-    readonly data: unknown
-    /** Puts back what `data` holds as marks (`approvals/Edits.ts`, `markedEdit`). */
-    readonly splice?: ((json: string) => string) | undefined
-  }
-) =>
+export const appendSessionEvent = (sql: SqlClient.SqlClient, event: SessionEvent) =>
   Effect.gen(function*() {
     const [bumped] = yield* SeqRows.decoded(sql`
       UPDATE agent_sessions SET event_seq = event_seq + 1 WHERE id = ${event.sessionId} RETURNING event_seq

@@ -44,7 +44,7 @@ import { JsonColumn, rowsOf } from "../platform/Rows.ts"
 
 const J = JSON.stringify
 
-export const StepResultRows = rowsOf(
+const StepResultRows = rowsOf(
   "agent_steps",
   Schema.Struct({
     found: Schema.Boolean,

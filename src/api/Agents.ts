@@ -24,7 +24,7 @@ export const Session = Schema.Struct({
 })
 export type Session = typeof Session.Type
 
-export const CreateSession = Schema.Struct({
+const CreateSession = Schema.Struct({
   task_id: Schema.optionalKey(Uuid)
 })
 
@@ -49,7 +49,7 @@ export const StepAnswer = Schema.Struct({
 })
 export type StepAnswer = typeof StepAnswer.Type
 
-export const OutcomeStatus = Schema.Literals(["succeeded", "failed"])
+const OutcomeStatus = Schema.Literals(["succeeded", "failed"])
 
 export const ToolOutcome = Schema.Struct({
   status: OutcomeStatus,
@@ -87,7 +87,7 @@ export type Step = typeof Step.Type
 /** Steps per page of a session: at most 100; without `limit`, 100 (a session of up to 100 steps reads as it always did). */
 export const STEPS_PAGE_DEFAULT = 100
 
-export const StepsLimit = Schema.optionalKey(
+const StepsLimit = Schema.optionalKey(
   IntegerFromDigits({ minimum: 1, maximum: 100, description: "Steps per page, 1 to 100 (default 100)" })
 )
 
@@ -103,7 +103,7 @@ export const SessionDetail = Schema.Struct({
 export type SessionDetail = typeof SessionDetail.Type
 
 /** A stream event id: the session's event sequence number (1, 2, 3, ...). */
-export const EventId = Text.check(
+const EventId = Text.check(
   Schema.isPattern(/^[0-9]{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
@@ -117,7 +117,7 @@ export const SessionEventNames = [
 ] as const
 
 /** One event of the session stream, as the typed client yields it. */
-export const SessionStreamEvent = Schema.Struct({
+const SessionStreamEvent = Schema.Struct({
   id: EventId,
   event: Schema.Literals(SessionEventNames),
   data: Schema.fromJsonString(JsonValue)

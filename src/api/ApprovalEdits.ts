@@ -25,14 +25,14 @@ export const ArgumentsDigest = Text.check(
 export const MAX_EDITED_ARGUMENTS_CHARACTERS = 262_144
 
 /** The longest `response` a rejection takes, in characters of compact JSON (escapes not counted). */
-export const MAX_RESPONSE_CHARACTERS = 65_536
+const MAX_RESPONSE_CHARACTERS = 65_536
 
 /**
  * The length of `value` as compact JSON (escapes not counted), counted up
  * to a little past `max`: one iterative walk that stops there, so its cost
  * is bounded by `max`, not by the value.
  */
-export const jsonLength = (value: unknown, max: number): number => {
+const jsonLength = (value: unknown, max: number): number => {
   let length = 0
   const stack: Array<unknown> = [value]
   while (stack.length > 0 && length <= max) {

@@ -20,13 +20,13 @@ import { CrossSiteRequest, InvalidTransition, problemType, ValidationBusy } from
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted, PersonRequired } from "./Votes.ts"
 
-export const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
+const ApprovalLinkToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "The secret of the mail's link: the part after `#` in `/console/decide#<token>`"
 })
 
-export const OpenApprovalLink = Schema.Struct({ token: ApprovalLinkToken })
+const OpenApprovalLink = Schema.Struct({ token: ApprovalLinkToken })
 
-export const DecideByLink = decisionOf({ token: ApprovalLinkToken, reason: Schema.optionalKey(DecisionReason) })
+const DecideByLink = decisionOf({ token: ApprovalLinkToken, reason: Schema.optionalKey(DecisionReason) })
 
 /** The approval a mail's link opens, and who a decision through it names. */
 export const ApprovalLinkView = Schema.Struct({
@@ -56,14 +56,14 @@ export class ReviewerAddressReplaced
   })
 {}
 
-export const ConfirmationToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
+const ConfirmationToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "The secret of the confirmation mail's link: the part after `#` in `/console/confirm-address#<token>`"
 })
 
-export const ConfirmReviewerAddress = Schema.Struct({ token: ConfirmationToken })
+const ConfirmReviewerAddress = Schema.Struct({ token: ConfirmationToken })
 
 /** The reviewer address a confirmation link confirmed. */
-export const ReviewerAddressConfirmed = Schema.Struct({
+const ReviewerAddressConfirmed = Schema.Struct({
   reviewer_email: Schema.String.annotate({
     description: "The address confirmed: it now receives approval requests and deadline notices"
   }),

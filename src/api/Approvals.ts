@@ -6,7 +6,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ArgumentsShapeMismatch, ArgumentsTooComplex, decisionOf, EditSnapshotFields } from "./ApprovalEdits.ts"
-import { KeyNames, RequestedChain } from "./ApprovalRecord.ts"
 import { AssignedToQuery, AssignmentSnapshotFields, NotAssigned } from "./Assignment.ts"
 import { Cursor, JsonValue, Limit, NextCursor, ResumeQuery, Text, Timestamp, Uuid } from "./Common.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -15,6 +14,23 @@ import * as Examples from "./Examples.ts"
 import { MAX_DECISION_REASON_LENGTH, TimeoutAction } from "./Policies.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { AlreadyVoted, DeciderFields, QuorumFields } from "./Votes.ts"
+
+// What the approvals list (and its stream, an approval's context and the
+// history) tells a person beyond the snapshot: the escalation chain the
+// approval was requested with, and the names of the API keys that decided it.
+const RequestedChain = Schema.optionalKey(
+  Schema.Array(Schema.String).annotate({
+    description:
+      "The reviewer groups its deadlines hand it to, in order (the chain of the policy or rule that required it, as it was then); the groups still to come are those after the first `escalation_level`. Absent without a chain"
+  })
+)
+
+const KeyNames = Schema.optionalKey(
+  Schema.Record(Schema.String, Schema.String).annotate({
+    description:
+      "The names of the API keys it names as deciders (`decided_by`, `decided_by_person`, `decided_for`, and those of `votes`), by key id, so a person reads who acted; keys without a name are left out. Absent when there are none"
+  })
+)
 
 export const ApprovalStatus = Schema.Literals(["pending", "approved", "rejected", "expired"])
 export type ApprovalStatus = typeof ApprovalStatus.Type
@@ -138,15 +154,12 @@ export const ApprovalHistoryItem = Schema.Struct({
 export type ApprovalHistoryItem = typeof ApprovalHistoryItem.Type
 
 /** A stream event id: a number that grows with each event of the organization (not consecutive). */
-export const ApprovalStreamEventId = Text.check(
+const ApprovalStreamEventId = Text.check(
   Schema.isPattern(/^[0-9]{1,18}$/u, { message: "Expected an event id (a non-negative integer)" })
 )
 
-/** The events of the organization's approval stream: the webhook event types. */
-export const ApprovalStreamEventNames = ApprovalEventTypes
-
 /** One event of the organization's approval stream, as the typed client yields it. */
-export const ApprovalStreamEvent = Schema.Struct({
+const ApprovalStreamEvent = Schema.Struct({
   id: ApprovalStreamEventId,
   event: ApprovalEventType,
   data: Schema.fromJsonString(ApprovalListItem)

@@ -36,7 +36,7 @@ const repeatedGroup = Schema.makeFilter(
 )
 
 /** The groups an approval is handed to, one per deadline, in order. */
-export const EscalationChain = Schema.Array(GroupName).check(
+const EscalationChain = Schema.Array(GroupName).check(
   Schema.isMinLength(1),
   Schema.isMaxLength(MAX_ESCALATION_CHAIN),
   repeatedGroup

@@ -38,8 +38,7 @@ export const Text = Schema.String.check(isStorable)
  * script's digits). Ranges and `\uXXXX` read alike in ECMAScript (with and
  * without the `u` flag) and Python.
  */
-export const SPACE_CHARACTERS =
-  "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+const SPACE_CHARACTERS = "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
 
 const emailPart = `[^${SPACE_CHARACTERS}@<>",;:()\\\\[\\]]+`
 
@@ -132,7 +131,7 @@ export const IntegerFromDigits = (options: {
  * text): decimal digits, at most 2^53 - 1 so that every client can hold it
  * as a number too.
  */
-export const IntegerText = (description: string) =>
+const IntegerText = (description: string) =>
   Text.check(
     Schema.makeFilter<string>(
       (value) =>
@@ -155,7 +154,7 @@ export const IntegerText = (description: string) =>
 export const MAX_JSON_DEPTH = 64
 
 /** Whether `value` nests arrays and objects deeper than `max` levels (iterative: never recurses itself). */
-export const nestsDeeperThan = (value: unknown, max: number): boolean => {
+const nestsDeeperThan = (value: unknown, max: number): boolean => {
   if (typeof value !== "object" || value === null) return false
   // Containers only, with their depths beside them (no allocation per member).
   const containers: Array<object> = [value]
@@ -187,13 +186,11 @@ export const nestsDeeperThan = (value: unknown, max: number): boolean => {
 /**
  * The paths (as segments: member names and array indexes) of every string,
  * member names included, in `value` that `isUnstorableString` refuses, at
- * most `max` of them. Iterative, like `nestsDeeperThan`. A member name at
+ * most 100 of them. Iterative, like `nestsDeeperThan`. A member name at
  * fault is reported at the path of its member.
  */
-export const findUnstorableStrings = (
-  value: unknown,
-  max = 100
-): Array<ReadonlyArray<string | number>> => {
+export const findUnstorableStrings = (value: unknown): Array<ReadonlyArray<string | number>> => {
+  const max = 100
   // Each entry links to its parent: a path is built only for what is found.
   interface Entry {
     readonly value: unknown
@@ -239,7 +236,7 @@ export const findUnstorableStrings = (
 }
 
 /** Whether any string in `value` (member names included) is unstorable: the walk without a path, allocating nothing per string. */
-export const containsUnstorableString = (value: unknown): boolean => {
+const containsUnstorableString = (value: unknown): boolean => {
   if (typeof value === "string") return isUnstorableString(value)
   if (typeof value !== "object" || value === null) return false
   const stack: Array<object> = [value]
@@ -339,7 +336,7 @@ export type AnsweredAs = "INVALID_WEBHOOK_EVENTS" | "INVALID_URL" | "INVALID_HEA
 export const answeredAs = (code: AnsweredAs): { readonly [ANSWERED_AS]: AnsweredAs } => ({ [ANSWERED_AS]: code })
 
 /** At most this many UTF-8 bytes in a custom header's value. */
-export const MAX_HEADER_VALUE_BYTES = 4096
+const MAX_HEADER_VALUE_BYTES = 4096
 
 /**
  * The value of a header an organization adds: visible characters, spaces,

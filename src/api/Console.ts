@@ -24,7 +24,7 @@ import { Authentication, ConsolePreset, requireScope, ScopeName } from "./Securi
 // ---------------------------------------------------------------------------
 // Sign-in
 
-export const SignIn = Schema.Struct({
+const SignIn = Schema.Struct({
   token: Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
     description: "The secret of the sign-in link: the part after `#` in `/console/sign-in#<token>`"
   })
@@ -186,7 +186,7 @@ export const ApiKey = Schema.Struct({
 })
 export type ApiKey = typeof ApiKey.Type
 
-export const CreateApiKey = Schema.Struct({
+const CreateApiKey = Schema.Struct({
   name: Schema.optionalKey(Text.check(Schema.isMinLength(1), Schema.isMaxLength(200))),
   scopes: Schema.Array(ScopeName).check(Schema.isMinLength(1)).annotate({
     description: "The scopes of the new key; the caller must hold each of them"

@@ -11,12 +11,12 @@ import { Schema } from "effect"
 import { Text, Timestamp, UrlOf } from "./Common.ts"
 
 /** Most bytes of a PEM certificate chain or private key given for mutual TLS. */
-export const MAX_PEM_CHARACTERS = 32_768
+const MAX_PEM_CHARACTERS = 32_768
 
 const bounded = (max: number, description: string) =>
   Text.check(Schema.isMinLength(1), Schema.isMaxLength(max)).annotate({ description })
 
-export const ClientAuthMethod = Schema.Literals(["client_secret_basic", "client_secret_post"]).annotate({
+const ClientAuthMethod = Schema.Literals(["client_secret_basic", "client_secret_post"]).annotate({
   description:
     "How svc presents the client credentials to the token endpoint (RFC 6749, section 2.3.1): `client_secret_basic` (default), HTTP Basic; `client_secret_post`, in the form body"
 })
@@ -38,7 +38,7 @@ const CredentialsType = Schema.suspend(() => Schema.Literal("oauth2_client_crede
  * It is the last member, so a refusal names a member of the object's own
  * first.
  */
-export const OAuthClientCredentials = Schema.Struct({
+const OAuthClientCredentials = Schema.Struct({
   type: CredentialsType,
   client_id: bounded(255, "The client id svc presents to the token endpoint"),
   client_secret: bounded(1024, "The client secret: encrypted at rest, never returned"),

@@ -20,7 +20,7 @@ const EventSelection = Schema.Array(EventTypeName).check(
 ).annotate({ description: `Event types to subscribe to (1 to 20 entries): ${EventTypes.join(", ")}` })
 
 /** Most entries an `action_classes` filter may have. */
-export const MAX_ACTION_CLASS_FILTERS = 50
+const MAX_ACTION_CLASS_FILTERS = 50
 
 /** The approval events an endpoint gets, by their step's action class; null: all. */
 const ActionClassFilters = Schema.NullOr(

@@ -224,7 +224,7 @@ export const eventJsonSchema = (type: EventType): Record<string, unknown> => {
 // The OpenAPI document's `webhooks`
 
 /** The tag of the webhook entries in the OpenAPI document. */
-export const WEBHOOKS_TAG = "Webhook events"
+const WEBHOOKS_TAG = "Webhook events"
 
 /** The headers svc sends with every event, as OpenAPI header parameters. */
 export const DeliveryHeaders: ReadonlyArray<

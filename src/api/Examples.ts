@@ -41,7 +41,7 @@ export const taskList = { tasks: [task], next_cursor: null }
 export const logRun = { input: { ticket: "printer on fire" }, answer: { label: "hardware" } }
 export const run = { trace_id: traceId, task_id: ids.task, ...logRun, created_at: at }
 export const runList = { runs: [run], next_cursor: null }
-export const datasetSummary = {
+const datasetSummary = {
   id: ids.dataset,
   task_id: ids.task,
   version: 1,
@@ -135,7 +135,7 @@ export const decidedApproval = {
   decision_reason: "Refund matches the customer's ticket."
 }
 
-export const approvalListItem = {
+const approvalListItem = {
   ...approval,
   tool: "stripe.refunds.create",
   action_class: "payments.refund",
@@ -237,7 +237,7 @@ export const createEndpoint = {
     scope: "webhooks.write"
   }
 }
-export const notificationEndpoint = {
+const notificationEndpoint = {
   id: ids.endpoint,
   url_hint: "https://hooks.acme.test/…",
   events: ["approval.requested", "approval.approved", "approval.rejected"],
@@ -277,7 +277,7 @@ export const rotatedSecret = {
   secret: "whsec_I72mHP1bALnLascR/s6zXQu6pFsMh0CKncmIrr5rdd4=",
   previous_secret_expires_at: "2026-11-23T12:00:00.000Z"
 }
-export const notificationDelivery = {
+const notificationDelivery = {
   id: ids.delivery,
   endpoint_id: ids.endpoint,
   event_id: ids.event,
@@ -332,7 +332,7 @@ export const createdDestination = {
   protocol: "http/protobuf",
   compression: "gzip"
 }
-export const destination = {
+const destination = {
   ...createdDestination,
   created_at: at,
   last_delivered_at: "2026-11-22T12:05:00.000Z",
@@ -341,7 +341,7 @@ export const destination = {
   dropped_spans: 0
 }
 export const destinationList = { destinations: [destination] }
-export const telemetryDelivery = {
+const telemetryDelivery = {
   id: ids.batch,
   status: "failed",
   span_count: 512,
@@ -368,7 +368,7 @@ export const consoleSession = {
   expires_at: "2026-11-22T20:00:00.000Z",
   absolute_expires_at: "2026-11-29T12:00:00.000Z"
 }
-export const consoleSessionSummary = {
+const consoleSessionSummary = {
   id: ids.consoleSession,
   person: "Ada Lovelace",
   preset: "reviewer",
@@ -379,7 +379,7 @@ export const consoleSessionSummary = {
   current: false
 }
 export const consoleSessionList = { sessions: [consoleSessionSummary] }
-export const apiKey = {
+const apiKey = {
   id: ids.newKey,
   name: "ci",
   key_prefix: "svc_q1mR3v1x",

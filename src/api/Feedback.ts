@@ -24,7 +24,7 @@ import { Authentication, requireScope } from "./Security.ts"
 export const FeedbackStatus = Schema.Literals(["recorded", "pending", "staged", "rejected", "promoted"])
 export type FeedbackStatus = typeof FeedbackStatus.Type
 
-export const RedactionWarning = Schema.Struct({
+const RedactionWarning = Schema.Struct({
   fields: Schema.Array(Schema.String).annotate({
     description: "JSON paths of the changed strings, e.g. `correction.notes`"
   }),

@@ -22,7 +22,7 @@ export const REPLAYED_HEADER = "Idempotent-Replayed"
 export const MAX_KEY_LENGTH = 255
 
 /** Printable ASCII without spaces (`!` to `~`): what a UUID, a ULID or a request id is made of. */
-export const KEY_PATTERN = "^[\\x21-\\x7E]+$"
+const KEY_PATTERN = "^[\\x21-\\x7E]+$"
 
 export const IdempotencyKey = Schema.String.check(
   Schema.isMinLength(1),
@@ -103,11 +103,11 @@ export class Idempotency extends HttpApiMiddleware.Service<Idempotency, {
 const WRITES: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
 /** Whether `endpoint` takes an `Idempotency-Key`: an authenticated write. */
-export const isKeyedWrite = (endpoint: HttpApiEndpoint.Top): boolean =>
+const isKeyedWrite = (endpoint: HttpApiEndpoint.Top): boolean =>
   WRITES.has(endpoint.method) && endpoint.middlewares.has(Authentication as never)
 
 /** The header as an OpenAPI parameter (the rule of `IdempotencyKey`). */
-export const idempotencyParameter = {
+const idempotencyParameter = {
   name: IDEMPOTENCY_HEADER,
   in: "header",
   required: false,

@@ -24,7 +24,7 @@ export const MCP_OWN_HEADERS: RefusedHeaders = {
 export const TOOL_NAME_SEPARATOR = "__"
 
 /** Most entries of a server's `tool_action_classes`. */
-export const MAX_TOOL_MAPPINGS = 500
+const MAX_TOOL_MAPPINGS = 500
 
 export const McpServerName = Text.check(
   Schema.isPattern(/^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$/u, {
@@ -36,7 +36,7 @@ export const McpServerName = Text.check(
 })
 
 /** An upstream tool's name as MCP allows it (1 to 128 of letters, digits, `_`, `-`, `.`). */
-export const UpstreamToolName = Text.check(
+const UpstreamToolName = Text.check(
   Schema.isPattern(/^[A-Za-z0-9_.-]{1,128}$/u, {
     message: "Expected a tool name: 1 to 128 letters, digits, '_', '-' or '.'"
   })
@@ -82,16 +82,16 @@ export const CreateMcpServer = Schema.Struct({
 })
 export type CreateMcpServer = typeof CreateMcpServer.Type
 
-export const McpServerList = Schema.Struct({ mcp_servers: Schema.Array(McpServer) })
+const McpServerList = Schema.Struct({ mcp_servers: Schema.Array(McpServer) })
 
-export const McpTool = Schema.Struct({
+const McpTool = Schema.Struct({
   name: Schema.String.annotate({ description: "The tool's name at the upstream server" }),
   exposed_as: Schema.String.annotate({ description: "The name the gateway lists it under: `<server name>__<tool>`" }),
   action_class: Schema.String.annotate({ description: "The action class its calls are governed as" }),
   description: Schema.optionalKey(Schema.String)
 })
 
-export const McpServerTest = Schema.Struct({
+const McpServerTest = Schema.Struct({
   tools: Schema.Array(McpTool),
   duration_ms: Schema.Int
 })

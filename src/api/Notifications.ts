@@ -26,34 +26,15 @@ import * as Examples from "./Examples.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { DeliveryPage, DeliverySearch, type EventType } from "./WebhookDeliveries.ts"
 
-export {
-  BulkReplay,
-  BulkReplayed,
-  DeliveryFailed,
-  EndpointStats,
-  NotificationSettings,
-  RotateSecret,
-  TestDelivered,
-  TestDelivery,
-  UpdateNotificationSettings
-} from "./EndpointOperations.ts"
+export { DeliveryFailed, NotificationSettings } from "./EndpointOperations.ts"
 export {
   CreateEndpoint,
   EndpointOrdering,
-  MAX_ACTION_CLASS_FILTERS,
   MAX_RATE_LIMIT,
   NotificationEndpoint,
   UpdateEndpoint
 } from "./EndpointSettings.ts"
-export {
-  ActionClassFilter,
-  type EndpointEventType,
-  EndpointEventTypes,
-  type EventType,
-  EventTypeName,
-  EventTypes,
-  NotificationDelivery
-} from "./WebhookDeliveries.ts"
+export { EndpointEventTypes, type EventType, EventTypes, NotificationDelivery } from "./WebhookDeliveries.ts"
 
 /** The six approval event types (spec "Events"), in lifecycle order: the default subscription. */
 export const DefaultEventTypes: ReadonlyArray<ApprovalEventType> = ApprovalEventTypes

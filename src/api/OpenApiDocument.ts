@@ -90,7 +90,7 @@ const integerParameter = (schema: Operation): Operation =>
  * is read; an example per problem code on every error response, and a
  * description naming the codes.
  */
-export const completeDocument = (spec: Record<string, any>): Record<string, any> => {
+const completeDocument = (spec: Record<string, any>): Record<string, any> => {
   const schemas: Record<string, Operation> = spec.components?.schemas ?? {}
   openObjects(schemas)
   openObjects(spec.paths)

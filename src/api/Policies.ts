@@ -64,10 +64,10 @@ const noticeCheck = Schema.makeFilter((input: Parameters<typeof noticeFits>[0] &
 )
 
 /** The longest rule condition the schema accepts, in characters (`SVC_APPROVAL_RULE_MAX_LENGTH` may lower it). */
-export const MAX_RULE_CONDITION_LENGTH = 8000
+const MAX_RULE_CONDITION_LENGTH = 8000
 
 /** The most rules a policy's schema accepts (`SVC_APPROVAL_RULES_MAX` may lower it). */
-export const MAX_POLICY_RULES = 200
+const MAX_POLICY_RULES = 200
 
 /** A rule's deadline settings when a person must decide: as a policy's. */
 const RequireApprovalResult = Schema.Struct({
@@ -111,7 +111,7 @@ export const PolicyRule = Schema.Struct({
 })
 export type PolicyRule = typeof PolicyRule.Type
 
-export const PolicyRules = Schema.Array(PolicyRule).check(
+const PolicyRules = Schema.Array(PolicyRule).check(
   Schema.isMaxLength(MAX_POLICY_RULES),
   Schema.makeFilter((rules: ReadonlyArray<{ readonly name: string }>) =>
     new Set(rules.map((rule) => rule.name)).size === rules.length || "Expected rule names unique within the policy"

@@ -25,7 +25,7 @@ export const OwnReviewerAddress = Schema.Struct({
 }).annotate({ description: "The caller (`key_id` or `console_user`), their own reviewer address and its state" })
 export type OwnReviewerAddress = typeof OwnReviewerAddress.Type
 
-export const OwnAddressInput = Schema.Struct({
+const OwnAddressInput = Schema.Struct({
   email: Schema.NullOr(EmailAddress).annotate({
     description:
       "The caller's own reviewer address (at most 254 characters): the address they were invited to, to accept it, or another; `null` clears it"

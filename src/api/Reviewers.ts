@@ -37,7 +37,7 @@ export const GroupMemberInput = Schema.Struct({
 export type GroupMemberInput = typeof GroupMemberInput.Type
 
 /** A member as group reads show it: the person, their reviewer address and its state. */
-export const GroupMember = Schema.Struct({
+const GroupMember = Schema.Struct({
   ...ReviewerFields,
   email: Schema.NullOr(Schema.String).annotate({
     description: "The person's own reviewer address; null: none (mail for the group goes to its other members)"

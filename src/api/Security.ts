@@ -9,7 +9,7 @@ import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "effect/http-api"
 import { CrossSiteRequest, InsufficientScope, Unauthenticated } from "./Errors.ts"
 import { ConsolePresetNames, Scopes } from "./ScopeNames.ts"
 
-export { ConsolePresetNames, Scopes }
+export { Scopes }
 
 export const ScopeName = Schema.Literals(Scopes)
 export type ScopeName = typeof ScopeName.Type
@@ -98,7 +98,7 @@ export const requireScope =
  * itself; a state-changing request with it must also carry `X-Svc-Console`
  * and come from the console's own origin (`CROSS_SITE_REQUEST` otherwise).
  */
-export const consoleCookie = HttpApiSecurity.apiKey({ key: CONSOLE_COOKIE, in: "cookie" }).pipe(
+const consoleCookie = HttpApiSecurity.apiKey({ key: CONSOLE_COOKIE, in: "cookie" }).pipe(
   HttpApiSecurity.annotate(
     OpenApi.Description,
     `A console session (set by \`POST /v1/console/sign-in\`): the \`${CONSOLE_COOKIE_SECURE}\` cookie (\`Secure\`) when the service's public URL is HTTPS or the request came over HTTPS, else the \`${CONSOLE_COOKIE}\` cookie. Requests other than GET, HEAD and OPTIONS must also send the \`X-Svc-Console: 1\` header and must not come from another site.`

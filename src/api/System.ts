@@ -4,10 +4,10 @@ import { documented } from "./Documentation.ts"
 import { ServiceUnavailable } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
 
-export const HealthStatus = Schema.Struct({ status: Schema.Literal("ok") })
+const HealthStatus = Schema.Struct({ status: Schema.Literal("ok") })
 
 /** Liveness also says which svc answers (`src/api/Version.ts`). */
-export const Liveness = Schema.Struct({ status: Schema.Literal("ok"), version: Schema.String })
+const Liveness = Schema.Struct({ status: Schema.Literal("ok"), version: Schema.String })
 
 /** Liveness and readiness, without authentication. */
 export class SystemApi extends HttpApiGroup.make("system", { topLevel: true })

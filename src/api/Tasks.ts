@@ -88,7 +88,7 @@ export type Dataset = typeof Dataset.Type
  * One line of a version's JSON Lines export: an example, with `feedback_id`
  * null when it did not come from a correction.
  */
-export const ExportLine = Schema.Struct({
+const ExportLine = Schema.Struct({
   input: JsonValue,
   answer: JsonValue,
   feedback_id: Schema.NullOr(Uuid)
@@ -99,7 +99,7 @@ export type ExportLine = typeof ExportLine.Type
 export const EXPORT_MEDIA_TYPE = "application/jsonl"
 
 /** The export of a version: its lines, with the checksum and size sent before them. */
-export const DatasetExport = HttpApiSchema.WithHeaders(
+const DatasetExport = HttpApiSchema.WithHeaders(
   HttpApiSchema.StreamNdjson({ schema: ExportLine, contentType: EXPORT_MEDIA_TYPE, maxElementBytes: "64 MiB" }),
   {
     "repr-digest": Schema.String.annotate({

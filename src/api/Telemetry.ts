@@ -80,7 +80,7 @@ export const CreatedTelemetryDestination = Schema.Struct({
   compression: TelemetryCompression
 })
 
-export const TelemetryDeliveryStatus = Schema.Literals(["pending", "delivered", "failed", "partial"])
+const TelemetryDeliveryStatus = Schema.Literals(["pending", "delivered", "failed", "partial"])
 
 export const TelemetryDelivery = Schema.Struct({
   id: Uuid,

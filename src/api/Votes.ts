@@ -8,7 +8,7 @@ import { Timestamp } from "./Common.ts"
 import { problemType } from "./Errors.ts"
 
 /** The most approvers a quorum can ask for. */
-export const MAX_QUORUM = 10
+const MAX_QUORUM = 10
 
 export const Quorum = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: MAX_QUORUM })).annotate({
   description:

@@ -33,7 +33,7 @@ export const ActionClassFilter = Text.check(
   })
 )
 
-export const DeliveryStatus = Schema.Literals(["queued", "sending", "retrying", "delivered", "failed"])
+const DeliveryStatus = Schema.Literals(["queued", "sending", "retrying", "delivered", "failed"])
 
 export const NotificationDelivery = Schema.Struct({
   id: Uuid,
@@ -53,7 +53,7 @@ export const NotificationDelivery = Schema.Struct({
 export type NotificationDelivery = typeof NotificationDelivery.Type
 
 /** `5xx` (a class) or `503` (one code). */
-export const StatusCodeQuery = Text.check(
+const StatusCodeQuery = Text.check(
   Schema.isPattern(/^(?:[2-5]xx|[1-5][0-9]{2})$/u, {
     message: "Expected an HTTP status class (2xx, 3xx, 4xx, 5xx) or a status code from 100 to 599"
   })

@@ -108,6 +108,3 @@ export const fire = (state: DeadlineState, kind: Exclude<DueKind, "expire">): De
  */
 export const sleepMillis = (nextDueAt: number | null, now: number, capMs: number): number =>
   nextDueAt === null ? capMs : Math.max(0, Math.min(capMs, nextDueAt - now))
-
-/** A policy is consistent when its notice falls after the approval is requested. */
-export { noticeFits } from "../api/Policies.ts"

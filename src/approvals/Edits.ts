@@ -82,7 +82,17 @@ export const editStepMembers = (row: {
   ...(row.response === null ? {} : { response: row.response })
 })
 
-export { argumentsDigest, canonicalJson, changedPointers } from "./ArgumentsDiff.ts"
+/** A budget of a rule worker or of the schema check that `field` went over, as its `422 ARGUMENTS_TOO_COMPLEX`. */
+const tooComplex =
+  (field: string) => (over: { readonly limit: string; readonly value: number; readonly message: string }) =>
+    Effect.fail(
+      new ArgumentsTooComplex({
+        field,
+        limit: over.limit,
+        limit_value: over.value,
+        detail: `${over.message} (${over.limit}).`
+      })
+    )
 
 /** A violation's path inside the request body: `arguments.amount`. */
 const argumentsPath = (path: string) =>
@@ -131,15 +141,7 @@ export const makeEdits = (
       // In a rule worker: a response of 65 536 characters may hold the event loop tens of milliseconds.
       const response = yield* workers.scrub(orgId, edit.response).pipe(
         Effect.catchTags({
-          OverBudget: (over) =>
-            Effect.fail(
-              new ArgumentsTooComplex({
-                field: "response",
-                limit: over.limit,
-                limit_value: over.value,
-                detail: `${over.message} (${over.limit}).`
-              })
-            ),
+          OverBudget: tooComplex("response"),
           RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
         })
       )
@@ -171,15 +173,7 @@ export const makeEdits = (
       "arguments"
     ).pipe(
       Effect.catchTags({
-        OverLimit: (over) =>
-          Effect.fail(
-            new ArgumentsTooComplex({
-              field: "arguments",
-              limit: over.limit,
-              limit_value: over.value,
-              detail: `${over.message} (${over.limit}).`
-            })
-          ),
+        OverLimit: tooComplex("arguments"),
         ValidationQueueFull: () => Effect.fail(validationBusy(queueCapacity, "schema checks"))
       })
     )
@@ -194,15 +188,7 @@ export const makeEdits = (
     // What changed and the digest: in a rule worker, under the deadline of the schema check.
     const { changed, digest } = yield* workers.edit(orgId, step.arguments, edited).pipe(
       Effect.catchTags({
-        OverBudget: (over) =>
-          Effect.fail(
-            new ArgumentsTooComplex({
-              field: "arguments",
-              limit: over.limit,
-              limit_value: over.value,
-              detail: `${over.message} (${over.limit}).`
-            })
-          ),
+        OverBudget: tooComplex("arguments"),
         RuleWorkersBusy: (busy) => Effect.fail(rulesBusy(busy))
       })
     )

@@ -39,7 +39,7 @@ export const ApprovalColumns = Schema.Struct({
 export type ApprovalRow = typeof ApprovalColumns.Type
 
 /** The snapshot's assignment members: none when no reviewer group reviews the approval. */
-export const assignmentMembers = (row: Pick<ApprovalRow, "assigned_group" | "escalation_level">) =>
+const assignmentMembers = (row: Pick<ApprovalRow, "assigned_group" | "escalation_level">) =>
   row.assigned_group === null ? {} : { assigned_group: row.assigned_group, escalation_level: row.escalation_level }
 
 /**

@@ -44,10 +44,10 @@ import type { DecisionEdit } from "./Edits.ts"
 import { memberAddressStands } from "./MemberAddresses.ts"
 
 /** Tokens of mail links start with this (the scrubber knows the shape). */
-export const MAIL_LINK_PREFIX = "sva_"
+const MAIL_LINK_PREFIX = "sva_"
 
 /** How records name a person who decided through a mail's link. */
-export const mailActor = (address: string) => `email:${address}`
+const mailActor = (address: string) => `email:${address}`
 
 /** The console page a mail links to; the token goes in the fragment, which browsers never send. */
 export const mailLinkUrl = (baseUrl: string, token: string) => `${baseUrl}/console/decide#${token}`

@@ -65,13 +65,13 @@ const EventRows = rowsOf(
 )
 
 /** Events one transaction may append to an organization's approval stream (a decision that finds every deadline past appends 4). */
-export const STREAM_IDS_PER_TRANSACTION = 1024
+const STREAM_IDS_PER_TRANSACTION = 1024
 
 /** SQL: the id of the `k`-th (from 0) stream event of the current transaction. */
 export const streamId = (k: number) => `(pg_current_xact_id()::text::bigint * ${STREAM_IDS_PER_TRANSACTION} + ${k})`
 
 /** SQL: ids below this are of finished transactions (committed or not): no lower id can appear any more. */
-export const STREAM_HORIZON = `(pg_snapshot_xmin(pg_current_snapshot())::text::bigint * ${STREAM_IDS_PER_TRANSACTION})`
+const STREAM_HORIZON = `(pg_snapshot_xmin(pg_current_snapshot())::text::bigint * ${STREAM_IDS_PER_TRANSACTION})`
 
 /** How long a reader waits, at most, for transactions older than the events it found to finish before it answers with what is final. */
 const HORIZON_WAIT_MS = [2, 5, 10, 20, 50, 100, 200]

@@ -32,7 +32,7 @@ import { type CompiledRule, compileRules, resolve, type RuleLimits, type RulePro
 import { rulesBusy, type RuleWorkers } from "./RuleWorkers.ts"
 
 /** The `Wakeups` signal that an organization's approval policies changed. */
-export const policiesSignal = (orgId: string): Broadcast => `policies:${orgId}`
+const policiesSignal = (orgId: string): Broadcast => `policies:${orgId}`
 
 const policyColumns = {
   action_class: Schema.String,

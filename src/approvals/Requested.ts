@@ -26,7 +26,7 @@ const J = JSON.stringify
  * `task_id`, before `deadline_at`, before `expires_at`, before
  * `requested_at`, the rest.
  */
-export const requestedPieces = (input: {
+const requestedPieces = (input: {
   readonly approvalId: string
   readonly sessionId: string
   readonly step: GovernedStep

@@ -9,6 +9,16 @@ import { Context, type Effect } from "effect"
 import type { SqlError } from "effect/sql"
 import type { SessionEventName } from "../streams/SessionEvents.ts"
 
+/** An event for a session's stream. */
+export interface SessionEvent {
+  readonly sessionId: string
+  readonly orgId: string
+  readonly name: SessionEventName
+  readonly data: unknown
+  /** Puts back what `data` holds as marks (`Edits.ts`, `markedEdit`). */
+  readonly splice?: ((json: string) => string) | undefined
+}
+
 export class StepRecords extends Context.Service<StepRecords, {
   /**
    * Settles a step: the resolution of its approval, and with `decided` what
@@ -21,14 +31,5 @@ export class StepRecords extends Context.Service<StepRecords, {
     decided?: boolean
   ) => Effect.Effect<void, SqlError.SqlError>
   /** Records an event on the session's stream (then `SessionHub.notify` after commit). */
-  readonly append: (
-    event: {
-      readonly sessionId: string
-      readonly orgId: string
-      readonly name: SessionEventName
-      readonly data: unknown
-      /** Puts back what `data` holds as marks (`Edits.ts`, `markedEdit`). */
-      readonly splice?: ((json: string) => string) | undefined
-    }
-  ) => Effect.Effect<void, SqlError.SqlError>
+  readonly append: (event: SessionEvent) => Effect.Effect<void, SqlError.SqlError>
 }>()("svc/approvals/StepRecords") {}

@@ -18,7 +18,7 @@ import type { ConfirmChannel } from "amqplib"
 import type { BrokerConnection, BrokerMessage, BrokerTarget } from "./BrokerUrl.ts"
 
 /** The largest AMQP frame svc sends or reads: a larger one from the server fails the connection. */
-export const MAX_FRAME_BYTES = 131_072
+const MAX_FRAME_BYTES = 131_072
 
 /** The broker's reason for closing a channel or connection, without the stack. */
 const reasonOf = (error: unknown): string => error instanceof Error ? error.message : String(error)

@@ -64,12 +64,6 @@ const SCHEMES: Readonly<Record<string, { readonly kind: BrokerKind; readonly tls
   "tls:": { kind: "nats", tls: true, port: 4222 }
 }
 
-/** The destination kind a stored endpoint URL names (`https` for a webhook receiver). */
-export const destinationKind = (url: string): BrokerKind | "https" => {
-  const colon = url.indexOf(":")
-  return SCHEMES[url.slice(0, colon + 1).toLowerCase()]?.kind ?? "https"
-}
-
 const refuse = (message: string): Parsed => ({ _tag: "Refused", message })
 
 /** A percent-decoded URL part; `undefined` when its escapes are not UTF-8. */

@@ -18,7 +18,7 @@
 import type { ConnectionOptions, NatsConnection } from "@nats-io/transport-node"
 
 /** The longest greeting (first line) a NATS server may send. */
-export const MAX_GREETING_BYTES = 64 * 1024
+const MAX_GREETING_BYTES = 64 * 1024
 
 /** `connect` of `@nats-io/transport-node`, on the bounded transport. */
 export const connectBounded = async (options: ConnectionOptions): Promise<NatsConnection> => {

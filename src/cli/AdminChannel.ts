@@ -24,14 +24,12 @@ import * as http from "node:http"
 import * as path from "node:path"
 import { inspect } from "node:util"
 import { VERSION } from "../api/Version.ts"
-import { adminSocketPath, type CliAnswer } from "./Admin.ts"
-import { commands } from "./Commands.ts"
-
-export { adminSocketPath, type CliAnswer }
 import { ConsoleSessions } from "../console/ConsoleSessions.ts"
 import { DatabaseInfo } from "../database/Database.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
+import { adminSocketPath, type CliAnswer } from "./Admin.ts"
+import { commands } from "./Commands.ts"
 
 // sun_path holds 108 bytes on Linux, 104 on macOS and the BSDs, the NUL included.
 const MAX_SOCKET_PATH = process.platform === "linux" ? 107 : 103

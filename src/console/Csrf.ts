@@ -79,7 +79,7 @@ export const consoleCookieOf = (request: HttpServerRequest.HttpServerRequest, ht
   request.cookies[consoleCookieName(request, httpsPublic)] ?? ""
 
 /** Whether the request reached us over HTTPS (directly, or as a proxy in front of us says). */
-export const overHttps = (request: HttpServerRequest.HttpServerRequest): boolean =>
+const overHttps = (request: HttpServerRequest.HttpServerRequest): boolean =>
   request.headers["x-forwarded-proto"]?.split(",")[0]?.trim().toLowerCase() === "https" ||
   request.url.startsWith("https:")
 

@@ -94,7 +94,7 @@ const PgJson = Statement.custom<Statement.Custom<"PgJson", unknown>>("PgJson")
 const channelBytes = new TextEncoder()
 
 /** A pooled client on the server `config` names, counting its work. */
-export const makeServerClient = (
+const makeServerClient = (
   config: PgClient.PgPoolConfig
 ): Effect.Effect<PgClient.PgClient, SqlError, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function*() {

@@ -165,26 +165,18 @@ const secretlintConfig: SecretLintCoreConfig = {
     }))
 }
 
-/** The ids of every rule in the ruleset (secretlint's and ours). */
-export const ruleIds: ReadonlyArray<string> = [...secretlintConfig.rules, ...patternRules].map((rule) => rule.id)
-
 export interface Finding {
   readonly ruleId: string
   readonly range: Range
 }
 
-/** The hand-written rules (of `rules`) whose keywords `text` holds: the only ones that can find anything in it or in a part of it. */
-export const patternRulesIn = (text: string, rules = patternRules): ReadonlyArray<PatternRule> => {
+/** Findings of the hand-written rules in `text`: only those whose keywords it holds can find anything. */
+export const scanPatterns = (text: string): Array<Finding> => {
+  const out: Array<Finding> = []
   // A dozen keywords: `includes` each is as quick as one pass of `keywordScan`.
   const lower = text.toLowerCase()
-  return rules.filter((rule) => rule.keywords.some((keyword) => lower.includes(keyword)))
-}
-
-/** Findings of the hand-written rules (`rules`, by default all) in `text`. */
-export const scanPatterns = (text: string, rules: ReadonlyArray<PatternRule> = patternRules): Array<Finding> => {
-  const out: Array<Finding> = []
-  if (rules.length === 0) return out
-  for (const rule of patternRulesIn(text, rules)) {
+  for (const rule of patternRules) {
+    if (!rule.keywords.some((keyword) => lower.includes(keyword))) continue
     for (const match of text.matchAll(rule.pattern)) {
       const secret = match[rule.group]
       if (secret === undefined || secret === "") continue

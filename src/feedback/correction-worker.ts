@@ -14,7 +14,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads"
 import { enterPhase, type PhaseCell } from "../platform/WorkerPhase.ts"
-import { makeSchemaCompiler, type SchemaViolation } from "../tasks/SchemaCompiler.ts"
+import { makeSchemaCompiler, type SchemaViolation, warmUp } from "../tasks/SchemaCompiler.ts"
 import {
   type CorrectionReply,
   type CorrectionRequest,
@@ -93,17 +93,9 @@ port.on("message", (request: CorrectionRequest) => {
   )
 })
 
-// Ajv compiles each draft's meta-schema on first use, and loading the
-// secret rules and running them once costs about a second: both before
-// taking requests, so no request's deadline pays for them.
-for (
-  const $schema of [
-    undefined,
-    "https://json-schema.org/draft/2019-09/schema",
-    "http://json-schema.org/draft-07/schema#"
-  ]
-) {
-  compiler.compile($schema === undefined ? { type: "object" } : { $schema, type: "object" })
-}
+// Loading the secret rules and running them once costs about a second:
+// before taking requests, as the drafts' meta-schemas, so no request's
+// deadline pays for them.
+warmUp(compiler)
 await scrub({ warm: "up" }, { keyHashes: new Set(), values: [] })
 port.postMessage("ready")

@@ -52,7 +52,7 @@ import { responseHeader } from "../platform/ResponseHeader.ts"
 import * as Keys from "./Keys.ts"
 
 /** How long a running request holds its key without renewing it; renewed every `RENEW_EVERY`. */
-export const LEASE_SECONDS = 10
+const LEASE_SECONDS = 10
 const RENEW_EVERY = "3 seconds"
 
 const HEADER = IDEMPOTENCY_HEADER.toLowerCase()

@@ -19,7 +19,7 @@ type Query = { readonly [K in keyof typeof DeliverySearch]?: (typeof DeliverySea
 const statusCodeOf = (text: string): StatusCodeFilter =>
   text.endsWith("xx") ? { _tag: "Class", digit: Number(text[0]) } : { _tag: "Code", code: Number(text) }
 
-export const toRecord = ({ delivery, statusCode }: Found): NotificationDelivery => ({
+const toRecord = ({ delivery, statusCode }: Found): NotificationDelivery => ({
   id: delivery.id,
   endpoint_id: delivery.targetId,
   event_id: delivery.eventId ?? "",

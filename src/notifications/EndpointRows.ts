@@ -10,6 +10,7 @@ import type { Statement } from "effect/sql"
 import { ClientCertificateView, EndpointAuthView } from "../api/EndpointAuth.ts"
 import { DefaultEventTypes, EndpointOrdering, type EventType, type NotificationEndpoint } from "../api/Notifications.ts"
 import { JsonColumn, rowsOf, Timestamp, TimestampOrNull } from "../platform/Rows.ts"
+import { type ClearUrls, SEALED_URL_COLUMN } from "../secrets/ReceiverUrls.ts"
 
 /** The selection to store: the six approval events when none is given; duplicates collapse (the schema has refused any other type). */
 export const eventSelection = (events: ReadonlyArray<string> | undefined): ReadonlyArray<EventType> =>
@@ -81,3 +82,12 @@ export const healthColumns = `${columns.split(", ").map((column) => `e.${column}
 /** The endpoint rows `rows` answers, with their health. */
 export const withHealth = (sql: PgClient.PgClient, rows: Statement.Fragment) =>
   sql`WITH e AS (${rows}) SELECT ${sql.literal(healthColumns)} FROM e LEFT JOIN delivery_targets t ON t.id = e.id`
+
+/** The endpoints' URLs still in clear, and the claim that seals one, for their move into the secret store at start (`secrets/ReceiverUrls.ts`). */
+export const endpointClearUrls: ClearUrls = {
+  kind: "notification_endpoint_url",
+  table: "notification_endpoints",
+  clear: (sql) => sql`SELECT id, org_id, url FROM notification_endpoints WHERE url <> ${SEALED_URL_COLUMN} LIMIT 100`,
+  claim: (sql, row, hint) =>
+    sql`UPDATE notification_endpoints SET url = ${SEALED_URL_COLUMN}, url_hint = ${hint} WHERE id = ${row.id} AND url = ${row.url} RETURNING id`
+}

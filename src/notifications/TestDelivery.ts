@@ -37,7 +37,7 @@ const WindowRows = rowsOf(
 )
 
 /** The ids of the example approval a test event carries: plainly not a real one. */
-export const EXAMPLE_ID = "00000000-0000-0000-0000-000000000000"
+const EXAMPLE_ID = "00000000-0000-0000-0000-000000000000"
 
 /** Meta key marking a test delivery (bulk replay and statistics leave such deliveries out). */
 export const TEST_META_KEY = "test"
@@ -52,7 +52,7 @@ const isEventType = (type: string): type is EventType => (EventTypes as Readonly
  * approval event carries an example approval; an operational one is about
  * the endpoint itself, as the real event would say it.
  */
-export const testEventBody = (input: {
+const testEventBody = (input: {
   readonly id: string
   readonly type: EventType
   readonly orgId: string

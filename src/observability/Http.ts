@@ -38,7 +38,7 @@ const problem = (
 const digest = (text: string) => createHash("sha256").update(text, "utf8").digest()
 
 /** `Bearer <token>` with the expected token, compared in constant time (digests have one length). */
-export const bearerMatches = (header: string | undefined, expected: Buffer): "missing" | "wrong" | "ok" => {
+const bearerMatches = (header: string | undefined, expected: Buffer): "missing" | "wrong" | "ok" => {
   const match = header === undefined ? null : /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header)
   if (match === null) return "missing"
   return timingSafeEqual(digest(match[1]!), expected) ? "ok" : "wrong"

@@ -62,7 +62,7 @@ const OPERATOR_ATTRIBUTES: ReadonlySet<string> = new Set([
   "network.protocol.version"
 ])
 
-export const isOperatorAttribute = (key: string): boolean => isExportedAttribute(key) || OPERATOR_ATTRIBUTES.has(key)
+const isOperatorAttribute = (key: string): boolean => isExportedAttribute(key) || OPERATOR_ATTRIBUTES.has(key)
 
 /**
  * The operator's sampler. Parent-based samplers follow a caller's

@@ -146,7 +146,7 @@ const SAMPLERS: ReadonlySet<string> = new Set([
   "parentbased_traceidratio"
 ])
 
-export const parseSampler = (env: Env): OperatorSampler => {
+const parseSampler = (env: Env): OperatorSampler => {
   const name = (read(env, "OTEL_TRACES_SAMPLER") ?? "parentbased_always_on").toLowerCase()
   if (!SAMPLERS.has(name)) {
     return fail(
@@ -162,7 +162,7 @@ export const parseSampler = (env: Env): OperatorSampler => {
 }
 
 /** The traces URL: the signal-specific endpoint as is, or the base with `v1/traces` appended. */
-export const tracesUrl = (env: Env): { readonly name: string; readonly url: string } | undefined => {
+const tracesUrl = (env: Env): { readonly name: string; readonly url: string } | undefined => {
   const specific = read(env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
   const base = read(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
   const name = specific !== undefined ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT"

@@ -36,7 +36,7 @@ export const isExportedAttribute = (key: string): boolean =>
  * creates one on the first read of `attributes` (see the pinned internals
  * test); a wrapping span may say what it holds as `ownAttributes`.
  */
-export const attributesOf = (span: Tracer.Span): ReadonlyMap<string, unknown> | undefined =>
+const attributesOf = (span: Tracer.Span): ReadonlyMap<string, unknown> | undefined =>
   "ownAttributes" in span
     ? (span as { readonly ownAttributes: ReadonlyMap<string, unknown> | undefined }).ownAttributes
     : span instanceof Tracer.NativeSpan

@@ -16,14 +16,13 @@
  */
 import { MAX_HEADERS, TRANSPORT_HEADERS } from "../api/HeaderNames.ts"
 
-export { MAX_HEADERS }
 export const MAX_VALUE_BYTES = 4096
 
 /** Refused by exact (case-insensitive) name: transport and hop-by-hop, trace context, cookies (stated in the schema too). */
-export const refusedNames: ReadonlySet<string> = new Set(TRANSPORT_HEADERS.names)
+const refusedNames: ReadonlySet<string> = new Set(TRANSPORT_HEADERS.names)
 
 /** Refused by (case-insensitive) prefix. */
-export const refusedPrefixes: ReadonlyArray<string> = TRANSPORT_HEADERS.prefixes
+const refusedPrefixes: ReadonlyArray<string> = TRANSPORT_HEADERS.prefixes
 
 /** RFC 9110 `token`: the only characters a field name may have. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
@@ -51,7 +50,7 @@ export const headerField = (name: string): string =>
  * controls, DEL, the C1 controls U+0080-U+009F, or a character a header
  * cannot carry) is refused.
  */
-export const isAcceptedValue = (value: string): boolean => {
+const isAcceptedValue = (value: string): boolean => {
   for (let i = 0; i < value.length; i++) {
     const code = value.charCodeAt(i)
     if (code === 0x09) continue

@@ -36,14 +36,7 @@ import {
 import { networkResolver, Resolver } from "./Resolver.ts"
 import { type Parsed, parseTarget, type Target } from "./TargetUrl.ts"
 
-export {
-  type CheckedUrl,
-  type ClientCertificate,
-  OutboundFailure,
-  type OutboundRequest,
-  type OutboundResponse,
-  UnsafeUrl
-} from "./Request.ts"
+export { type CheckedUrl, OutboundFailure, type OutboundRequest, type OutboundResponse, UnsafeUrl } from "./Request.ts"
 
 /** How long `check` waits for DNS before refusing the URL as unresolvable. */
 const CHECK_RESOLVE_TIMEOUT = Duration.seconds(5)

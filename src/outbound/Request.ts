@@ -75,7 +75,7 @@ export class OutboundFailure extends Data.TaggedError("OutboundFailure")<{
   readonly message: string
 }> {}
 
-export const DEFAULT_MAX_RESPONSE_BYTES = 4096
+const DEFAULT_MAX_RESPONSE_BYTES = 4096
 
 /** What a send needs before it resolves anything: its deadline, its parsed target, and where it reads to. */
 export interface Prepared {

@@ -8,7 +8,7 @@
  *
  * It is a `Context.Reference`: the network resolver with default settings is
  * used unless a layer provides another (`OutboundHttp.layer` builds one from
- * `SvcConfig`; tests may provide `fixedResolver({...})`).
+ * `SvcConfig`; tests may provide their own).
  *
  * Why not `dns.lookup` (`getaddrinfo`): it runs on libuv's thread pool (4
  * threads by default, shared with zlib, file system and crypto work), and a
@@ -221,30 +221,6 @@ export const networkResolver = (options: NetworkResolverOptions): ResolverShape 
         catch: (cause) => cause instanceof ResolveFailure ? cause : new ResolveFailure({ code: codeOf(cause) })
       })
     }
-  }
-}
-
-/**
- * A resolver answering from a table, for tests. A value that is a function
- * is called on every resolution (so it can answer differently each time);
- * a name that is not in the table fails with `ENOTFOUND`.
- */
-export const fixedResolver = (
-  table: Readonly<Record<string, ReadonlyArray<string> | ((call: number) => ReadonlyArray<string>)>>
-): ResolverShape & { readonly calls: (hostname: string) => number } => {
-  const counts = new Map<string, number>()
-  return {
-    calls: (hostname) => counts.get(hostname) ?? 0,
-    resolve: (hostname) =>
-      Effect.suspend(() => {
-        const call = (counts.get(hostname) ?? 0) + 1
-        counts.set(hostname, call)
-        const entry = Object.hasOwn(table, hostname) ? table[hostname] : undefined
-        const answers = typeof entry === "function" ? entry(call) : entry
-        return answers === undefined || answers.length === 0
-          ? Effect.fail(new ResolveFailure({ code: "ENOTFOUND" }))
-          : Effect.succeed(answers)
-      })
   }
 }
 

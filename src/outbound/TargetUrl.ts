@@ -42,7 +42,7 @@ export type Parsed =
  * that answers something unexpected for them, or an allow-list that covers
  * their addresses, still cannot send us there.
  */
-export const blockedNames: ReadonlySet<string> = new Set([
+const blockedNames: ReadonlySet<string> = new Set([
   "localhost",
   "localhost.localdomain",
   "ip6-localhost",
@@ -60,10 +60,10 @@ export const blockedNames: ReadonlySet<string> = new Set([
 ])
 
 /** Suffixes refused whatever precedes them (RFC 6761: `.localhost` always means loopback). */
-export const blockedSuffixes: ReadonlyArray<string> = [".localhost"]
+const blockedSuffixes: ReadonlyArray<string> = [".localhost"]
 
 /** Whether a (normalised, lower-case) host name is refused by name. */
-export const isBlockedName = (name: string): boolean => {
+const isBlockedName = (name: string): boolean => {
   // `localhost.` is `localhost`: a trailing dot only marks the name as absolute.
   const bare = name.replace(/\.+$/, "")
   return blockedNames.has(bare) || blockedSuffixes.some((suffix) => bare.endsWith(suffix))

@@ -249,7 +249,7 @@ const HELD_FOR = Duration.seconds(1)
  * transaction writes is not passed over; a transaction left open anywhere
  * on the cluster costs the per-event mark, not the fan-out's progress.
  */
-export const heldEvents = (sql: PgClient.PgClient, batch: number) =>
+const heldEvents = (sql: PgClient.PgClient, batch: number) =>
   sql`
     SELECT seq, id, org_id, type, body, label, about_endpoint, writer FROM events
     WHERE (writer, seq) > ((SELECT writer FROM cur), (SELECT seq FROM cur))

@@ -15,9 +15,21 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type { SvcConfigShape } from "./ConfigShape.ts"
 import { DEFAULT_DATA_DIR, namesEmbedded } from "./EntrySettings.ts"
-import { isSmtpUrl } from "./SmtpUrl.ts"
 
 export type { SvcConfigShape } from "./ConfigShape.ts"
+
+/**
+ * `SVC_SMTP_URL`, checked when svc starts rather than when the first mail
+ * goes: a URL nodemailer can use (`smtp:` or `smtps:`, with a host), and a
+ * `from` query parameter, when given, that holds an address
+ * (`src/notifications/send/Email.ts` reads it as the sender).
+ */
+const isSmtpUrl = (raw: string): boolean => {
+  const url = URL.parse(raw)
+  if (url === null || !/^smtps?:$/.test(url.protocol) || url.hostname === "") return false
+  const from = url.searchParams.get("from")
+  return from === null || /\S@\S/.test(from)
+}
 
 /** The non-empty items of a comma-separated value, trimmed. */
 const items = (raw: string) => raw.split(",").map((part) => part.trim()).filter((part) => part.length > 0)
@@ -132,7 +144,7 @@ export const logLevelConfig: Config.Config<LogLevel.LogLevel> = Config.String("S
 )
 
 /** Shortest `SVC_METRICS_TOKEN`: a guessable token would open the metrics to anyone who can reach the API. */
-export const METRICS_TOKEN_MIN_LENGTH = 16
+const METRICS_TOKEN_MIN_LENGTH = 16
 
 /** What a webhook lease must leave beyond the send deadline, to record the outcome. */
 const LEASE_MARGIN_MS = 2_000

@@ -7,7 +7,6 @@ import type * as Duration from "effect/Duration"
 import type * as LogLevel from "effect/LogLevel"
 import type * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
-import type { ApprovalRuleSettings } from "./RuleSettings.ts"
 
 export interface SvcConfigShape {
   readonly port: number
@@ -114,7 +113,7 @@ export interface SvcConfigShape {
   readonly maxApprovalPoliciesPerOrg: number
   /** Reviewer groups one organization may have, and its delegations not yet over. */
   readonly reviewerLimits: { readonly groups: number; readonly delegations: number }
-  /** Rules on arguments: size limits, the rule workers' deadline, heap, number and queue, dry runs per minute (`RuleSettings.ts`). */
+  /** Rules on arguments: size limits, the rule workers' deadline, heap, number and queue, dry runs per minute (`ApprovalRuleSettings`). */
   readonly approvalRules: ApprovalRuleSettings
   /**
    * The MCP gateway (docs/mcp.md): the deadline and the most bytes of one
@@ -185,4 +184,20 @@ export interface SvcConfigShape {
   readonly logLevel: LogLevel.LogLevel
   /** Warm up before answering (`SVC_WARM_START`): workers, the first write, requests through the app; off in `SvcTest.layer` unless asked. */
   readonly warmStart: boolean
+}
+
+/** The settings of rules on arguments (docs/approvals.md, "Rules on arguments"). */
+export interface ApprovalRuleSettings {
+  /** Rules per policy, a condition's characters, AST nodes and nesting depth: checked when a policy is stored. */
+  readonly maxRules: number
+  readonly maxLength: number
+  readonly maxNodes: number
+  readonly maxDepth: number
+  /** The rule workers: the deadline of a policy's rules on one step, each worker's heap, their number and queue. */
+  readonly timeoutMs: number
+  readonly heapMb: number
+  readonly workers: number
+  readonly queue: number
+  /** Dry runs one organization may make per minute (all processes together). */
+  readonly dryRunsPerMinute: number
 }

@@ -38,10 +38,10 @@ export class DataDirHeld extends Data.TaggedError("DataDirHeld")<{
   readonly pid: number | undefined
 }> {}
 
-export const lockFile = (dir: string) => path.join(dir, "svc.lock.sqlite")
+const lockFile = (dir: string) => path.join(dir, "svc.lock.sqlite")
 
 /** Who holds the lock, for messages only: the lock itself decides. */
-export const holderFile = (dir: string) => path.join(dir, "svc.pid")
+const holderFile = (dir: string) => path.join(dir, "svc.pid")
 
 const octal = (mode: number) => (mode & 0o777).toString(8).padStart(4, "0")
 

@@ -71,7 +71,7 @@ export const makeJsonLogger = (write: (line: string) => void) =>
 // One write per line, synchronous (stdout to a file or a pipe): a line is
 // out before the response it describes (batching lines per event-loop turn
 // saved a system call per request but let answers overtake their lines).
-export const jsonLogger = makeJsonLogger((line) => process.stdout.write(line + "\n"))
+const jsonLogger = makeJsonLogger((line) => process.stdout.write(line + "\n"))
 
 /**
  * `logger` instead of the default one, writing lines of `SVC_LOG_LEVEL`

@@ -5,7 +5,7 @@
  */
 
 /** What stands for a URL's user name and password in a message about a setting. */
-export const SETTING_MASK = "***"
+const SETTING_MASK = "***"
 
 /**
  * `text`, a message about a setting, with the user information of every

@@ -74,7 +74,7 @@ export const cannotConnect = (error: SqlError.SqlError): boolean =>
 export class MigrationFailed extends Data.TaggedError("MigrationFailed")<{ readonly message: string }> {}
 
 /** The reasons, each with its exit code. 1 is anything else, as a lost database session while running is. */
-export const EXIT_CODES = {
+const EXIT_CODES = {
   setting: 2,
   master_key: 3,
   database: 4,

@@ -62,7 +62,7 @@ export interface RetentionRule {
   readonly prune: (batch: number) => Effect.Effect<number>
 }
 
-export const retentionRules = Effect.gen(function*() {
+const retentionRules = Effect.gen(function*() {
   const sql = yield* PgClient.PgClient
   const config = yield* SvcConfig
   const seconds = (d: Duration.Duration) => Duration.toMillis(d) / 1000
@@ -122,7 +122,7 @@ export const retentionRules = Effect.gen(function*() {
  * One round: each rule deletes batch after batch until it finds fewer than
  * a full batch (or `MAX_BATCHES_PER_ROUND`). Answers the rows deleted per rule.
  */
-export const pruneOnce = Effect.gen(function*() {
+const pruneOnce = Effect.gen(function*() {
   const rules = yield* retentionRules
   const { retentionBatch } = yield* SvcConfig
   const deleted: Record<string, number> = {}

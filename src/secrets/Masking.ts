@@ -8,7 +8,7 @@
 export const MASK = "[redacted]"
 
 /** Shortest needle masked: shorter ones would mask ordinary text. */
-export const MIN_NEEDLE_LENGTH = 4
+const MIN_NEEDLE_LENGTH = 4
 
 /**
  * The literal values to look for in a secret `value`: the value, and for an

@@ -58,7 +58,7 @@ const hintOf = (url: string): string => {
 }
 
 /** A receiver's row with its URL. */
-export const ClearUrlRow = Schema.Struct({ id: Schema.String, org_id: Schema.String, url: Schema.String })
+const ClearUrlRow = Schema.Struct({ id: Schema.String, org_id: Schema.String, url: Schema.String })
 
 /**
  * The statements of the owner of a table of receivers (their folder writes

@@ -46,8 +46,8 @@ import { CertificateNoticesLive } from "../notifications/auth/CertificateNotices
 import { EndpointTokens } from "../notifications/auth/Tokens.ts"
 import { Dispatcher } from "../notifications/dispatch/Dispatcher.ts"
 import { EventBodies } from "../notifications/dispatch/EventBodies.ts"
+import { endpointClearUrls } from "../notifications/EndpointRows.ts"
 import { NotificationEndpoints } from "../notifications/Endpoints.ts"
-import { endpointClearUrls } from "../notifications/EndpointUrls.ts"
 import { NotificationsHandlers, ReviewerConfirmationHandlers } from "../notifications/Http.ts"
 import { ReviewerAddresses } from "../notifications/ReviewerAddress.ts"
 import { ReviewerEmail } from "../notifications/send/Email.ts"
@@ -86,7 +86,7 @@ import { RequestValidationLive } from "./Validation.ts"
 import { WarmRequestsLive } from "./WarmRequest.ts"
 
 /** Domain services. They need a migrated database, `SvcConfig` and `SecretBox`. */
-export const ServicesLive = Layer.mergeAll(
+const ServicesLive = Layer.mergeAll(
   Identity.layer,
   StreamGuard.layer.pipe(Layer.provideMerge(ConsoleSessions.layer)),
   Tasks.layer,
@@ -162,7 +162,7 @@ const HandlersLive = Layer.mergeAll(
 )
 
 /** Background workers (fibers that live as long as the server). */
-export const WorkersLive = Layer.mergeAll(
+const WorkersLive = Layer.mergeAll(
   ApprovalScheduler.layer,
   TelemetryExportLive,
   Dispatcher.worker,
@@ -213,7 +213,7 @@ const MAX_PATH_PARAM_LENGTH = 200 * 9
  * `HttpServer` (one that listens last: `ListenLater`), the services and the
  * database.
  */
-export const HttpLive = HttpRouter.serve(
+const HttpLive = HttpRouter.serve(
   Layer.mergeAll(ApiRoutes, DocsRoute, ConsoleRoutes, RequestMiddleware, MetricsRoute, McpRoute),
   {
     routerConfig: { maxParamLength: MAX_PATH_PARAM_LENGTH },

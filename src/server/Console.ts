@@ -12,7 +12,7 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
-export const consoleDist = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../console/dist")
+const consoleDist = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../console/dist")
 
 /**
  * Nothing from elsewhere, nothing inline, never framed. `form-action` and

@@ -27,7 +27,7 @@ import crypto from "node:crypto"
 import { Api } from "../api/Api.ts"
 
 /** The policy for a page whose inline scripts have these texts. */
-export const docsCsp = (scripts: ReadonlyArray<string>) =>
+const docsCsp = (scripts: ReadonlyArray<string>) =>
   [
     "default-src 'none'",
     `script-src ${
@@ -52,7 +52,7 @@ const bodyText = (response: HttpServerResponse.HttpServerResponse) =>
   response.body._tag === "Uint8Array" ? new TextDecoder().decode(response.body.body) : ""
 
 /** Web storage for a sandboxed page (where the browser's throws), kept in memory. */
-export const STORAGE_SHIM = `(() => {
+const STORAGE_SHIM = `(() => {
   const memory = () => {
     const items = new Map()
     return {
@@ -72,7 +72,7 @@ export const STORAGE_SHIM = `(() => {
 const CONTAINER = `<div id="api-reference-container"></div>`
 
 /** The page with the storage shim before Scalar's bundle, and its policy. */
-export const securePage = (html: string) => {
+const securePage = (html: string) => {
   const page = html.includes(CONTAINER)
     ? html.replace(CONTAINER, `${CONTAINER}\n    <script>${STORAGE_SHIM}</script>`)
     : html

@@ -126,7 +126,7 @@ export interface StoredEvent {
 }
 
 /** One SSE frame. `data` is single-line JSON, so it needs one `data:` line. */
-export const sseFrame = (event: StoredEvent) => `id: ${event.seq}\nevent: ${event.name}\ndata: ${event.data}\n\n`
+const sseFrame = (event: StoredEvent) => `id: ${event.seq}\nevent: ${event.name}\ndata: ${event.data}\n\n`
 
 export const KEEP_ALIVE = ": keep-alive\n\n"
 

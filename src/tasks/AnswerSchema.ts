@@ -34,7 +34,7 @@ import { makeWorkerPool, type Outcome, type PoolSettings, runInPool } from "../p
 import { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
 import type { WorkerReply, WorkerRequest } from "./validation-worker.ts"
 
-export { appendPath, type SchemaViolation } from "./SchemaCompiler.ts"
+export { type SchemaViolation } from "./SchemaCompiler.ts"
 
 // ---------------------------------------------------------------------------
 // Limits checked before compiling

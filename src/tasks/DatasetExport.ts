@@ -39,7 +39,7 @@ import { makeOrgPermits } from "../platform/OrgPermits.ts"
 import { BigIntText, rowsOf } from "../platform/Rows.ts"
 
 /** Rows per page: one statement each, bounded by the statement timeout. */
-export const EXPORT_PAGE_ROWS = 500
+const EXPORT_PAGE_ROWS = 500
 /** A page stops at the row that crosses this many bytes (it always holds at least one row). */
 export const EXPORT_PAGE_BYTES = 1024 * 1024
 /**
@@ -50,7 +50,7 @@ export const EXPORT_PAGE_BYTES = 1024 * 1024
  */
 export const EXPORT_PIECE_BYTES = 256 * 1024
 /** Pages one organization's exports read at once in a process: on the embedded database, and on a server. */
-export const EXPORT_PAGES_AT_ONCE = { embedded: 1, server: 2 } as const
+const EXPORT_PAGES_AT_ONCE = { embedded: 1, server: 2 } as const
 
 const VersionRows = rowsOf(
   "datasets",

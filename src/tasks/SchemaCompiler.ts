@@ -195,3 +195,14 @@ export const makeSchemaCompiler = (cacheEntries: number): SchemaCompiler => {
     })
   }
 }
+
+/**
+ * Makes Ajv compile each draft's meta-schema (a good part of a second on
+ * first use): a worker does it before taking requests, so no request's
+ * deadline pays for it.
+ */
+export const warmUp = (compiler: SchemaCompiler): void => {
+  compiler.compile({ type: "object" })
+  compiler.compile({ $schema: "https://json-schema.org/draft/2019-09/schema", type: "object" })
+  compiler.compile({ $schema: "http://json-schema.org/draft-07/schema#", type: "object" })
+}

@@ -3,7 +3,7 @@ import { ValidationBusy } from "../api/Errors.ts"
 import { responseHeader } from "../platform/ResponseHeader.ts"
 
 /** Seconds a refused client is asked to wait: a check takes milliseconds, so the queue moves within one. */
-export const VALIDATION_RETRY_AFTER_SECONDS = 1
+const VALIDATION_RETRY_AFTER_SECONDS = 1
 
 /** Adds `Retry-After` to the answer of the current request. */
 export const busyRetryAfter = responseHeader("retry-after", String(VALIDATION_RETRY_AFTER_SECONDS))

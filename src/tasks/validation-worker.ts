@@ -7,7 +7,7 @@
  * costs only that request.
  */
 import { parentPort, workerData } from "node:worker_threads"
-import { makeSchemaCompiler } from "./SchemaCompiler.ts"
+import { makeSchemaCompiler, warmUp } from "./SchemaCompiler.ts"
 
 export type WorkerRequest =
   | { readonly id: number; readonly op: "check"; readonly key: string; readonly schema: unknown }
@@ -62,15 +62,5 @@ port.on("message", (request: WorkerRequest) => {
   port.postMessage(reply)
 })
 
-// Ajv compiles each draft's meta-schema on first use (a good part of a
-// second): do it before taking requests, so no request's deadline pays it.
-for (
-  const $schema of [
-    undefined,
-    "https://json-schema.org/draft/2019-09/schema",
-    "http://json-schema.org/draft-07/schema#"
-  ]
-) {
-  compiler.compile($schema === undefined ? { type: "object" } : { $schema, type: "object" })
-}
+warmUp(compiler)
 port.postMessage("ready")

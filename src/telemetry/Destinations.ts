@@ -71,7 +71,7 @@ const num = (value: unknown) => (typeof value === "number" ? value : typeof valu
  * protects in the collector's words once more on the way out (records kept
  * from before a value was masked at write time).
  */
-export const toDeliveryRecord = (
+const toDeliveryRecord = (
   delivery: Delivery,
   clean: (text: string) => string = (text) => text
 ): TelemetryDelivery => {

@@ -9,6 +9,7 @@ import * as packet from "dns-packet"
 import { Effect, type Scope } from "effect"
 import { createSocket } from "node:dgram"
 import { isIPv4 } from "node:net"
+import { ResolveFailure, type ResolverShape } from "../../src/outbound/Resolver.ts"
 
 export interface DnsQuery {
   readonly name: string
@@ -80,3 +81,27 @@ export const makeDnsServer: Effect.Effect<TestDnsServer, never, Scope.Scope> = E
     queries: () => received
   }
 })
+
+/**
+ * A resolver answering from a table, for tests. A value that is a function
+ * is called on every resolution (so it can answer differently each time);
+ * a name that is not in the table fails with `ENOTFOUND`.
+ */
+export const fixedResolver = (
+  table: Readonly<Record<string, ReadonlyArray<string> | ((call: number) => ReadonlyArray<string>)>>
+): ResolverShape & { readonly calls: (hostname: string) => number } => {
+  const counts = new Map<string, number>()
+  return {
+    calls: (hostname) => counts.get(hostname) ?? 0,
+    resolve: (hostname) =>
+      Effect.suspend(() => {
+        const call = (counts.get(hostname) ?? 0) + 1
+        counts.set(hostname, call)
+        const entry = Object.hasOwn(table, hostname) ? table[hostname] : undefined
+        const answers = typeof entry === "function" ? entry(call) : entry
+        return answers === undefined || answers.length === 0
+          ? Effect.fail(new ResolveFailure({ code: "ENOTFOUND" }))
+          : Effect.succeed(answers)
+      })
+  }
+}

@@ -19,13 +19,13 @@ import { rowsOf } from "../../platform/Rows.ts"
 import { forkSupervised } from "../../platform/Supervised.ts"
 
 /** WAL written since the last checkpoint that calls for the next one (a server's `max_wal_size` is 1 GB, spread over a cycle). */
-export const CHECKPOINT_WAL_BYTES = 256 * 1024 * 1024
+const CHECKPOINT_WAL_BYTES = 256 * 1024 * 1024
 
 /** Time since the last checkpoint that calls for the next one, when anything was written (a server's `checkpoint_timeout`). */
-export const CHECKPOINT_TIMEOUT = Duration.minutes(5)
+const CHECKPOINT_TIMEOUT = Duration.minutes(5)
 
 /** How often the WAL written since the last checkpoint is looked at. */
-export const CHECKPOINT_CHECK_EVERY = Duration.seconds(10)
+const CHECKPOINT_CHECK_EVERY = Duration.seconds(10)
 
 /** What a checkpoint record and its neighbours write: below this nothing was written since the last checkpoint. */
 const IDLE_WAL_BYTES = 64 * 1024

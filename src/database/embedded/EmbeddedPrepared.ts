@@ -30,7 +30,7 @@ import { randomBytes } from "node:crypto"
 import { encodeClose, encodeStatement, type Prepared, type PreparedCache } from "./EmbeddedProtocol.ts"
 
 /** How many statements the embedded session keeps prepared. */
-export const PREPARED_STATEMENTS = 256
+const PREPARED_STATEMENTS = 256
 
 export class PreparedStatements implements PreparedCache {
   private readonly statements = new Map<string, Prepared>()

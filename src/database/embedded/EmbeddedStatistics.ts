@@ -47,7 +47,7 @@ import { forkSupervised } from "../../platform/Supervised.ts"
  * its plan until then (a minute of a fresh data folder; the statistics
  * are kept in the data folder, so a restart plans with them).
  */
-export const ANALYZE_EVERY = Duration.seconds(60)
+const ANALYZE_EVERY = Duration.seconds(60)
 
 /**
  * The statistics target of these `ANALYZE`s (a server's default is 100):
@@ -56,7 +56,7 @@ export const ANALYZE_EVERY = Duration.seconds(60)
  * PGlite a table of 22 000 webhook events took 58 ms of CPU at 100 and 13
  * at 10; one of 122 000, 155 and 12.
  */
-export const STATISTICS_TARGET = 10
+const STATISTICS_TARGET = 10
 
 const StaleRows = rowsOf("pg_stat_user_tables", Schema.Struct({ name: Schema.String }))
 

@@ -62,7 +62,7 @@ import { forkSupervised } from "../../platform/Supervised.ts"
 import { StatementAllowance } from "./EmbeddedSession.ts"
 
 /** How often the tables are compared with the thresholds: autovacuum's naptime. */
-export const VACUUM_EVERY = Duration.seconds(60)
+const VACUUM_EVERY = Duration.seconds(60)
 
 /**
  * The slowest rate a `VACUUM` is expected to read its table, TOAST and
@@ -72,7 +72,7 @@ export const VACUUM_EVERY = Duration.seconds(60)
  * from shared buffers: this is a twentieth of the slower, for a slow disk and a
  * busy machine.
  */
-export const VACUUM_BYTES_PER_SECOND = 10 * 1024 * 1024
+const VACUUM_BYTES_PER_SECOND = 10 * 1024 * 1024
 
 /** The thresholds a table is compared with (tests lower them). */
 export interface VacuumThresholds {

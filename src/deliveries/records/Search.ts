@@ -265,7 +265,7 @@ export const statements = (sql: PgClient.PgClient, input: SearchInput) => {
  * row read. Rows below it were not looked at, so the page holds only the
  * matches above it (possibly none) and the next page starts there.
  */
-export const search = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: SearchInput) {
+const search = Effect.fnUntraced(function*(sql: PgClient.PgClient, input: SearchInput) {
   const found: Array<Found> = []
   let scannedTo: Position | undefined
   for (const statement of statements(sql, input)) {

@@ -25,7 +25,7 @@ import type { ClaimOptions, DeliveryKind } from "../Types.ts"
  * kind: ids never collide across kinds, and a kind condition would steer
  * the planner off the index), one index probe each, plus a final NULL.
  */
-export const waitingTargets = (sql: SqlClient.SqlClient) =>
+const waitingTargets = (sql: SqlClient.SqlClient) =>
   sql.literal(`waiting AS (
             (SELECT target_id FROM deliveries
              WHERE status IN ('queued', 'retrying')

@@ -31,14 +31,10 @@ import { type Claimed, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue
 import { Admission } from "./Admission.ts"
 import { makeClaim } from "./Claim.ts"
 import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf, SETTLE_MARGIN_MS } from "./Limits.ts"
-import { makeOutcomes } from "./Outcomes.ts"
-import type { SignalledTarget } from "./Outcomes.ts"
+import { makeOutcomes, type SignalledTarget } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
 import { makePump, type StartOptions } from "./Start.ts"
 import { makeState, somethingChanged } from "./State.ts"
-
-export type { Settlement } from "../Types.ts"
-export type { SignalledTarget } from "./Outcomes.ts"
 
 /** Longest a stopping worker waits for sends under way and their outcomes. */
 const SHUTDOWN_GRACE_MAX_MS = 10_000

@@ -27,7 +27,7 @@ const SETTLE_LINGER = Duration.millis(5)
 const SETTLE_REFUSALS = 3
 
 /** Retrying a batch the database did not write: 50 ms, doubling, at most 1 s apart. */
-export const settleBackoff = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("1 second")])
+const settleBackoff = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("1 second")])
 
 /** Why one try of a batch ended without it being written. */
 export interface NotWritten {

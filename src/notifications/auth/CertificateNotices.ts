@@ -18,7 +18,7 @@ import { SvcConfig } from "../../platform/Config.ts"
 import { forkSupervised } from "../../platform/Supervised.ts"
 
 /** How often each process looks for certificates near their expiry. */
-export const CHECK_EVERY = Duration.minutes(10)
+const CHECK_EVERY = Duration.minutes(10)
 
 /** Writes the notices due (of endpoint `id` only, when given); answers how many. */
 export const writeCertificateNotices = (sql: PgClient.PgClient, notice: Duration.Duration, id?: string) => {

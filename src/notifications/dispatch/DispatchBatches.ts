@@ -47,7 +47,7 @@ export const nextBatch = (size: number, taken: number): number =>
  * at 50/s, none for events written straight to the outbox).
  */
 export const FIRST_PAUSE = Duration.millis(5)
-export const MAX_PAUSE = Duration.millis(100)
+const MAX_PAUSE = Duration.millis(100)
 
 export const nextPause = (pause: Duration.Duration): Duration.Duration =>
   Duration.min(Duration.times(pause, 2), MAX_PAUSE)

@@ -39,7 +39,7 @@ import { Duration, Effect } from "effect"
 import { Topics, type Wakeups } from "../../database/Wakeups.ts"
 import type { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import { failingStreak } from "../../deliveries/Targets.ts"
-import type { SignalledTarget } from "../../deliveries/worker/DeliveryWorker.ts"
+import type { SignalledTarget } from "../../deliveries/worker/Outcomes.ts"
 import { endpointEventInsert } from "../../outbox/Outbox.ts"
 import { GONE } from "./Verdict.ts"
 

@@ -20,9 +20,9 @@ import { PgClient } from "@effect/sql-pg"
 import { Cause, Clock, Context, Duration, Effect, FiberSet, Layer, Queue, Schema } from "effect"
 import { Brokers, ConnectionsBusy } from "../../brokers/Brokers.ts"
 import { Wakeups } from "../../database/Wakeups.ts"
-import type { Claimed, CooldownPolicy } from "../../deliveries/DeliveryQueue.ts"
+import type { Claimed, CooldownPolicy, Settlement } from "../../deliveries/DeliveryQueue.ts"
 import { DeliveryQueue, Outcome } from "../../deliveries/DeliveryQueue.ts"
-import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
+import { runWorker } from "../../deliveries/worker/DeliveryWorker.ts"
 import { type DirectHandle, spanStarter } from "../../deliveries/worker/DirectStart.ts"
 import { OutboundFailure, OutboundHttp } from "../../outbound/OutboundHttp.ts"
 import { eventBody } from "../../outbox/Outbox.ts"
@@ -37,8 +37,6 @@ import { type SendTarget, SendTargets } from "./SendTargets.ts"
 import { deliveryHeaders } from "./Signing.ts"
 import { delivered, notSent, SNIPPET_BYTES, verdictOf } from "./Verdict.ts"
 
-export { failedAttempt, notSent, retryDelay } from "./Verdict.ts"
-
 /** An event body read back when this process does not hold it. */
 const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Schema.String }))
 
@@ -47,14 +45,14 @@ const EventRows = rowsOf("events", Schema.Struct({ type: Schema.String, body: Sc
  * endpoint gets one at a time until it answers again). Hanging endpoints
  * hold only their own slots, so a process has room for many of them.
  */
-export const WORKER_CONCURRENCY = 256
+const WORKER_CONCURRENCY = 256
 export const PER_ENDPOINT = 16
 /**
  * Deliveries of one endpoint claimed at once across processes: a busy
  * endpoint's next deliveries are already claimed when a slot frees, so a
  * burst costs a claim statement per few hundred deliveries, not per slot.
  */
-export const ENDPOINT_PREFETCH = 256
+const ENDPOINT_PREFETCH = 256
 
 /** The attributes of a delivery's `WebhookSender.deliver` span, given when it starts. */
 const spanAttributes = (delivery: Claimed) => ({

@@ -28,7 +28,7 @@ import type { OwnHeaders } from "../../outbound/HeaderRules.ts"
 export const newSigningSecret = (): string => "whsec_" + randomBytes(32).toString("base64")
 
 /** The Standard Webhooks key of a secret: the bytes its part after `whsec_` decodes to (base64 or base64url). */
-export const standardKeyBytes = (secret: string): Buffer =>
+const standardKeyBytes = (secret: string): Buffer =>
   Buffer.from(secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret, "base64")
 
 // A key given as bytes is turned into a key object on every HMAC (about 5x

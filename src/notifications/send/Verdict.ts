@@ -78,7 +78,7 @@ const needlesOf = perUrl(1_000, urlNeedles)
  * The start of a receiver's answer, with the parts of its URL that may carry
  * a credential masked (a 404 page often echoes the path it was asked for).
  */
-export const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
+const snippet = (body: Uint8Array, truncated: boolean, url: string) => {
   // Most receivers answer with no body at all: nothing to decode or mask.
   if (body.length === 0 && !truncated) return ""
   return fromOutside(decoder.decode(body.subarray(0, SNIPPET_BYTES)), needlesOf(url), {

@@ -13,8 +13,8 @@
  * (it stopped buffering for it): it is looked up, and failed.
  */
 import { Duration, Effect, Option, Redacted } from "effect"
-import { type Claimed, Outcome } from "../../deliveries/DeliveryQueue.ts"
-import { runWorker, type Settlement } from "../../deliveries/worker/DeliveryWorker.ts"
+import { type Claimed, Outcome, type Settlement } from "../../deliveries/DeliveryQueue.ts"
+import { runWorker } from "../../deliveries/worker/DeliveryWorker.ts"
 import { Metrics } from "../../observability/Metrics.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { SecretBox } from "../../platform/Crypto.ts"

@@ -8,7 +8,7 @@ import { Duration, Effect } from "effect"
 import { SpanBuffers } from "../Buffers.ts"
 import { DestinationsRepo } from "../Repository.ts"
 
-export const REFRESH_EVERY = Duration.seconds(5)
+const REFRESH_EVERY = Duration.seconds(5)
 
 export interface Refresh {
   readonly once: Effect.Effect<void>

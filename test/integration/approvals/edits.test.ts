@@ -9,7 +9,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import type { PolicyInput } from "../../../src/api/Policies.ts"
-import { argumentsDigest } from "../../../src/approvals/Edits.ts"
+import { argumentsDigest } from "../../../src/approvals/ArgumentsDiff.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { outboxOf } from "../../support/approvals.ts"
 import { raw } from "../../support/http.ts"

@@ -8,8 +8,9 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { fixedResolver, Resolver } from "../../../src/outbound/Resolver.ts"
+import { Resolver } from "../../../src/outbound/Resolver.ts"
 import { SvcTest } from "../../../src/testing.ts"
+import { fixedResolver } from "../../support/dns.ts"
 import { eventually } from "../../support/http.ts"
 import { TestTls } from "../../support/tls.ts"
 import { eventBody, insertEvents, waitForDeliveries, webhookService } from "../webhooks/support.ts"

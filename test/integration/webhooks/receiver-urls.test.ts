@@ -4,7 +4,7 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { endpointClearUrls } from "../../../src/notifications/EndpointUrls.ts"
+import { endpointClearUrls } from "../../../src/notifications/EndpointRows.ts"
 import { sealStoredUrls } from "../../../src/secrets/ReceiverUrls.ts"
 import { SecretStore } from "../../../src/secrets/SecretStore.ts"
 import { destinationClearUrls } from "../../../src/telemetry/Repository.ts"

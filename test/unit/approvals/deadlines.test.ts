@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { escalationCount, MAX_ESCALATION_CHAIN } from "../../../src/api/Assignment.ts"
+import { noticeFits } from "../../../src/api/Policies.ts"
 import {
   DEFAULT_POLICY,
   type DueKind,
   escalationPending,
   fire,
   nextDue,
-  noticeFits,
   plan,
   type PolicyRule,
   sleepMillis

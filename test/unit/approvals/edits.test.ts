@@ -1,6 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { MAX_CHANGED_CHARACTERS, MAX_CHANGED_POINTERS } from "../../../src/approvals/ArgumentsDiff.ts"
-import { argumentsDigest, canonicalJson, changedPointers } from "../../../src/approvals/Edits.ts"
+import {
+  argumentsDigest,
+  canonicalJson,
+  changedPointers,
+  MAX_CHANGED_CHARACTERS,
+  MAX_CHANGED_POINTERS
+} from "../../../src/approvals/ArgumentsDiff.ts"
 
 describe("what an edit changed", () => {
   it("lists the deepest members and items added, removed or replaced, as JSON Pointers", () => {

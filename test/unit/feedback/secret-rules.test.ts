@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { REDACTION_MARKER, scrub } from "../../../src/feedback/Scrubber.ts"
-import { patternRules, ruleIds, scanText } from "../../../src/feedback/SecretRules.ts"
+import { patternRules, scanText } from "../../../src/feedback/SecretRules.ts"
 import { ordinaryStrings, secretSamples } from "../../support/secretSamples.ts"
 
 const none = { keyHashes: new Set<string>(), values: [] }
@@ -29,7 +29,6 @@ describe("the secret ruleset: each rule has a true and a false positive", () => 
   it("every hand-written rule has a sample", () => {
     const covered = new Set(secretSamples().map((s) => s.rule))
     for (const rule of patternRules) assert.isTrue(covered.has(rule.id), `${rule.id} has no sample`)
-    assert.isAbove(ruleIds.length, 20)
   })
 
   it("ordinary text is never touched", async () => {

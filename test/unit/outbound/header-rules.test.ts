@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
+import { MAX_HEADERS } from "../../../src/api/HeaderNames.ts"
 import { deliveryHeaders, OWN_HEADERS } from "../../../src/notifications/send/Signing.ts"
-import { checkHeaders, headerField, MAX_HEADERS, MAX_VALUE_BYTES } from "../../../src/outbound/HeaderRules.ts"
+import { checkHeaders, headerField, MAX_VALUE_BYTES } from "../../../src/outbound/HeaderRules.ts"
 import { invalidNameCorpus, invalidValueCorpus, refusedNameCorpus } from "../../support/headerCorpus.ts"
 
 const refused = (headers: Record<string, string>) => {

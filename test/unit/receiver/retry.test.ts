@@ -2,7 +2,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import * as fc from "fast-check"
-import { retryDelay } from "../../../src/notifications/send/Sender.ts"
+import { retryDelay } from "../../../src/notifications/send/Verdict.ts"
 import { parseRetryAfter } from "../../../src/outbound/RetryAfter.ts"
 
 describe("retry delays", () => {
