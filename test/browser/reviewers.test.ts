@@ -123,7 +123,7 @@ describeBrowser("Reviewer groups", () => {
       })
       return response.status
     })
-    assert.strictEqual(made, 201)
+    assert.strictEqual(made, 200)
     await page.reload()
     const row = page.getByRole("row", { name: /Bob Backup/ })
     await row.getByRole("button", { name: "End delegation to Bob Backup" }).waitFor()

@@ -10,7 +10,7 @@ import { EventTypes, type NotificationDelivery, type NotificationEndpoint } from
 import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
-import { formatTime, Loaded, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time, useInterval } from "../ui.tsx"
+import { Loaded, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time, useInterval } from "../ui.tsx"
 
 const replayAtom = SvcApi.mutation("notifications", "replay")
 
@@ -188,7 +188,7 @@ export const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpo
                                       : "Replay queued: it is sent with the same event id shortly."
                                   })
                                 } else {
-                                  const what = `Replay of ${delivery.label ?? delivery.event_id} (made ${formatTime(delivery.created_at)}) to ${endpoint.url_hint}`
+                                  const what = `Replay of ${delivery.label ?? delivery.event_id}`
                                   setRefused({ id: delivery.id, refusal: replayProblem(what, problemOf(exit.cause)) })
                                 }
                               }}
