@@ -11,10 +11,13 @@ import { assertControlsInView, screenshots } from "./layout.ts"
 import {
   checkAccessibility,
   describeBrowser,
+  flat,
   type Guarded,
+  resumePolling,
   screenshot,
   signIn,
   startWorld,
+  stopPolling,
   until,
   type World
 } from "./support.ts"
@@ -151,6 +154,8 @@ describeBrowser("Webhooks", () => {
     await card.getByRole("combobox", { name: "Status" }).selectOption("failed")
     const secondRow = card.getByRole("row", { name: new RegExp(second) })
     await secondRow.waitFor({ timeout: 15_000 })
+    // The log stops polling (a page out of sight does not poll), so the row stays as the console saw it.
+    await stopPolling(page)
     // The receiver holds the replayed attempt open, so the delivery is not failed while the console replays it.
     receiver.respond(() => Reply.hang())
     const log = await world.api("GET", `/v1/notification-endpoints/${created.body.endpoint.id}/deliveries`)
@@ -164,7 +169,22 @@ describeBrowser("Webhooks", () => {
     await secondRow.getByRole("button", { name: /^Replay/ }).click()
     const replayAnswer = await answered
     assert.strictEqual(replayAnswer.status(), 409, await replayAnswer.text())
-    await page.getByText(/This delivery cannot be replayed: only failed deliveries can be/).waitFor()
+    // The refusal in the delivery's row, naming it and why, with the focus there; nothing at the top of the page.
+    const refused = secondRow.locator(".refusal")
+    await refused.waitFor()
+    assert.match(
+      flat(await refused.textContent()),
+      new RegExp(
+        `^Replay of approval\\.requested .*${second} refused\\. Only failed deliveries can be replayed, and this one is sending\\.`
+      )
+    )
+    assert.isTrue(
+      await secondRow.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is in the delivery's row"
+    )
+    assert.strictEqual(await page.locator(".notice-slot .notice.error").count(), 0, "no refusal at the top of the page")
+    await screenshots(page, "webhooks-refused-replay")
+    await resumePolling(page)
 
     await card.getByRole("button", { name: "Delete" }).click()
     const dialog = page.getByRole("dialog", { name: "Delete this endpoint?" })
@@ -246,9 +266,29 @@ describeBrowser("Webhooks", () => {
     await page.goto(`${world.baseUrl}/console/webhooks`)
     await page.getByRole("textbox", { name: /Address that gets approval requests/ }).fill("reviewers@example.com")
     await page.getByRole("button", { name: "Save email" }).click()
-    await page.getByText(/Reviewer email set to reviewers@example.com/).waitFor()
+    const section = page.getByRole("region", { name: "Reviewer email" })
+    await section.getByText(/Reviewer email set to reviewers@example.com/).waitFor()
     const settings = await world.api("GET", "/v1/notification-settings")
     assert.strictEqual(settings.body.reviewer_email, "reviewers@example.com")
+    // An address the browser takes and the service refuses: said in the section, naming it, focused.
+    await page.getByRole("textbox", { name: /Address that gets approval requests/ }).fill("ops@localhost")
+    await page.getByRole("button", { name: "Save email" }).click()
+    const refusal = section.locator(".refusal")
+    await refusal.waitFor()
+    assert.match(
+      flat(await refusal.textContent()),
+      /^Saving the reviewer email ops@localhost refused\. .*email address/
+    )
+    assert.isTrue(
+      await section.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is in the section"
+    )
+    assert.strictEqual(await page.locator(".notice-slot .notice.error").count(), 0, "no refusal at the top of the page")
+    assert.strictEqual(
+      (await world.api("GET", "/v1/notification-settings")).body.reviewer_email,
+      "reviewers@example.com"
+    )
+    await screenshots(page, "webhooks-refused-reviewer-email")
     const overflow = await page.evaluate(() =>
       document.documentElement.scrollWidth - document.documentElement.clientWidth
     )
@@ -344,10 +384,55 @@ describeBrowser("Telemetry", () => {
       collector.waitFor((request) => request.index >= before && request.path === "/v1/traces", "20 seconds")
     )
 
+    // A replay and a delete the service refuses (done meanwhile through the API): each said at its
+    // control, naming what it refused and why, with the focus there; nothing at the top of the page.
+    collector.respond(() => Reply.status(400))
+    await world.api("GET", "/v1/tasks")
+    const again = card.getByRole("row").filter({ hasText: "failed" }).first()
+    await again.waitFor({ timeout: 20_000 })
+    await stopPolling(page)
+    // Every failed batch is replayed through the API: the one the row shows is no longer failed.
+    const destinationId = (await world.api("GET", "/v1/telemetry-destinations")).body.destinations[0].id as string
+    const batches = await world.api("GET", `/v1/telemetry-destinations/${destinationId}/deliveries`)
+    collector.respond(() => Reply.ok())
+    for (
+      const batch of batches.body.deliveries.filter((delivery: { status: string }) => delivery.status === "failed")
+    ) {
+      const replayed = await world.api(
+        "POST",
+        `/v1/telemetry-destinations/${destinationId}/deliveries/${batch.id}/replay`
+      )
+      assert.strictEqual(replayed.status, 200, JSON.stringify(replayed.body))
+    }
+    await again.getByRole("button", { name: "Replay" }).click()
+    const replayRefusal = again.locator(".refusal")
+    await replayRefusal.waitFor()
+    assert.match(
+      flat(await replayRefusal.textContent()),
+      /^Replay of the batch of \d+ spans made .* refused\. Only failed batches can be replayed, and this one is \w+\./
+    )
+    assert.isTrue(
+      await again.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is in the batch's row"
+    )
+    assert.strictEqual(await page.locator(".notice-slot .notice.error").count(), 0, "no refusal at the top of the page")
+    await screenshots(page, "telemetry-refused-replay")
+    const gone = await world.api("DELETE", `/v1/telemetry-destinations/${destinationId}`)
+    assert.strictEqual(gone.status, 204, JSON.stringify(gone.body))
     await card.getByRole("button", { name: "Delete" }).click()
     await page.getByRole("dialog", { name: "Delete this destination?" }).getByRole("button", {
       name: "Delete destination"
     }).click()
+    const deleteRefusal = card.locator(".refusal").filter({ hasText: "Deleting the destination" })
+    await deleteRefusal.waitFor()
+    assert.match(flat(await deleteRefusal.textContent()), /^Deleting the destination \S+ refused\. .*no longer exists/)
+    assert.isTrue(
+      await card.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is in the destination's card"
+    )
+    assert.strictEqual(await page.locator(".notice-slot .notice.error").count(), 0, "no refusal at the top of the page")
+    await screenshots(page, "telemetry-refused-delete")
+    await resumePolling(page)
     await page.getByRole("button", { name: "Create destination" }).waitFor()
     const listed = await world.api("GET", "/v1/telemetry-destinations")
     assert.deepStrictEqual(listed.body.destinations, [])
@@ -437,6 +522,34 @@ describeBrowser("API keys and console sessions", () => {
     await reviewer.page.reload()
     await reviewer.page.getByText("You are not signed in").waitFor()
     await reviewer.done()
+
+    // A session gone meanwhile: the console's Revoke is refused in that session's row.
+    const other = await world.open()
+    await signIn(other.page, await world.link("reviewer", "Rex Elsewhere"))
+    await page.reload()
+    const rex = page.getByRole("row", { name: /Rex Elsewhere/ })
+    await rex.waitFor()
+    const listed = await world.api("GET", "/v1/console/sessions")
+    const rexId = listed.body.sessions.find((item: { person: string }) => item.person === "Rex Elsewhere").id as string
+    // Revoking a revoked session answers it unchanged: one the service no longer has is refused.
+    await world.sql(`DELETE FROM console_sessions WHERE id = '${rexId}'`)
+    await rex.getByRole("button", { name: "Revoke session of Rex Elsewhere" }).click()
+    await page.getByRole("dialog", { name: "Revoke this console session?" }).getByRole("button", {
+      name: "Revoke session"
+    }).click()
+    const refusal = rex.locator(".refusal")
+    await refusal.waitFor()
+    assert.match(
+      flat(await refusal.textContent()),
+      /^Revoking the session of Rex Elsewhere \(signed in .*\) refused\. .*no longer exists/
+    )
+    assert.isTrue(
+      await rex.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is in the session's row"
+    )
+    assert.strictEqual(await page.locator(".notice-slot .notice.error").count(), 0, "no refusal at the top of the page")
+    await screenshots(page, "keys-refused-revoke")
+    await other.done()
     await done()
   })
 

@@ -14,7 +14,17 @@ import type { AddressInfo } from "node:net"
 import type { Page } from "playwright-core"
 import { SMTPServer } from "smtp-server"
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
+import { screenshots } from "./layout.ts"
+import {
+  checkAccessibility,
+  describeBrowser,
+  flat,
+  screenshot,
+  signIn,
+  startWorld,
+  until,
+  type World
+} from "./support.ts"
 
 let world: World
 let smtp: SMTPServer
@@ -272,6 +282,31 @@ describeBrowser("Deciding from the reviewer mail", () => {
     ])
     await checkAccessibility(page, "a mail link's approval answered")
     await screenshot(page, "mail-decision-answered")
+    await done()
+  })
+
+  it("edited arguments the service refuses: said under the buttons, naming the approval and why, with the focus there", async () => {
+    const { approvalId, link } = await pendingWithLink("payments.refund-edited")
+    const { page, done } = await world.open()
+    await page.goto(link)
+    await page.getByText("Edit the arguments, or answer instead").click()
+    // The action class declares no arguments schema: the service refuses edited arguments.
+    await page.getByRole("textbox", { name: /Arguments to run with/ }).fill(`{"order": 31, "amount": 99}`)
+    await page.getByRole("button", { name: "Approve" }).click()
+    const decision = page.getByRole("region", { name: "Your decision" })
+    const refusal = decision.locator(".refusal")
+    await refusal.waitFor()
+    assert.match(
+      flat(await refusal.textContent()),
+      new RegExp(`^Approve of payments\\.refund-edited \\(payments\\.refund, approval ${approvalId}\\) refused\\. \\S`)
+    )
+    assert.isTrue(
+      await decision.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is at the decision"
+    )
+    assert.strictEqual(await page.locator("[role=status] .notice").count(), 0, "nothing at the top of the page")
+    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.status, "pending")
+    await screenshots(page, "mail-decision-refused-edit")
     await done()
   })
 

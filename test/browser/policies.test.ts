@@ -7,7 +7,7 @@
  */
 import type { Page } from "playwright-core"
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { assertControlsInView } from "./layout.ts"
+import { assertControlsInView, screenshots } from "./layout.ts"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
@@ -127,6 +127,20 @@ describeBrowser("Policies: the rules editor and the dry run", () => {
     const text = (await error.textContent())!
     assert.match(text, /^Rule "huge": .*line 1, column \d+/)
     assert.strictEqual(await huge.getByLabel("Condition (CEL)").getAttribute("aria-invalid"), "true")
+    // Under Save policy: the refusal naming the policy and why, with the focus there.
+    const editor = page.getByRole("form", { name: ACTION_CLASS })
+    const refusal = editor.locator(".refusal")
+    await refusal.waitFor()
+    assert.match(
+      (await refusal.textContent())!.replace(/\s+/g, " "),
+      new RegExp(`^Saving the policy for ${ACTION_CLASS.replace(/\./g, "\\.")} refused\\. .*line 1, column \\d+`)
+    )
+    assert.isTrue(
+      await editor.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is in the policy's form"
+    )
+    assert.strictEqual(await page.locator(".notice-slot .notice.error").count(), 0, "no refusal at the top of the page")
+    await screenshots(page, "policies-refused-save")
     assert.strictEqual(
       (await world.api("GET", "/v1/approval-policies")).body.policies[0].rules[2].condition,
       "arguments.amount > 5000.0"

@@ -5,7 +5,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, assert, beforeAll, it } from "vitest"
-import { assertControlsInView } from "./layout.ts"
+import { assertControlsInView, screenshots } from "./layout.ts"
 import {
   checkAccessibility,
   describeBrowser,
@@ -152,21 +152,41 @@ describeBrowser("Review", () => {
     await done()
   })
 
-  it("a correction decided elsewhere meanwhile leaves the queue with a notice, not an error page", async () => {
+  it("a correction decided elsewhere meanwhile: the refusal in its card, naming it, focused; it leaves the queue on moving on", async () => {
     const taskId = await newTask("elsewhere")
+    const other = await correction(taskId, { q: "x" }, { category: "a" }, { category: "b" })
     const item = await correction(taskId, { q: "y" }, { category: "a" }, { category: "c" })
     const { page, done } = await world.open()
     await signIn(page, await world.link("reviewer", "Rita Reviewer"))
     await page.goto(`${world.baseUrl}/console/review?task=${taskId}`)
-    await page.getByRole("button", { name: "Stage" }).waitFor()
+    const detail = page.getByRole("article", { name: "Selected correction" })
+    await detail.getByText(item.id).waitFor()
     const elsewhere = await world.api("POST", `/v1/feedback/${item.id}/reject`)
     assert.strictEqual(elsewhere.status, 200)
     const answered = page.waitForResponse((response) => response.url().endsWith(`/v1/feedback/${item.id}/stage`))
-    await page.getByRole("button", { name: "Stage" }).click()
+    await detail.getByRole("button", { name: "Stage" }).click()
     assert.strictEqual((await answered).status(), 409)
-    await page.getByText("Someone decided this correction meanwhile (it is rejected now); it left the queue.").waitFor()
-    await page.getByText("the queue is empty").waitFor()
-    await screenshot(page, "review-decided-elsewhere")
+    const refusal = detail.locator(".refusal")
+    await refusal.waitFor()
+    assert.strictEqual(
+      (await refusal.textContent())?.replace(/\s+/g, " ").trim(),
+      `Stage of correction ${item.id} (elsewhere) refused. Someone decided this correction meanwhile (it is rejected now); nothing was changed, and it leaves the queue when you move on.Dismiss`
+    )
+    assert.isTrue(
+      await detail.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is in the correction's card"
+    )
+    assert.strictEqual(await page.locator(".notice-slot .notice").count(), 0, "nothing at the top of the page")
+    // The card says what the correction is now, and offers no Stage or Reject.
+    await detail.getByText("rejected", { exact: true }).waitFor()
+    assert.strictEqual(await detail.getByRole("button", { name: "Stage" }).count(), 0)
+    await checkAccessibility(page, "a refused stage in its card")
+    await screenshots(page, "review-refused-stage")
+    // Moving on: the other correction, and the decided one has left the queue.
+    await page.keyboard.press("j")
+    await detail.getByText(other.id).waitFor()
+    assert.strictEqual(await page.getByRole("list", { name: "Corrections" }).getByRole("button").count(), 1)
+    assert.strictEqual(await page.locator(".refusal").count(), 0)
     await done()
   })
 
@@ -232,7 +252,20 @@ describeBrowser("Promote", () => {
     const changed = page.getByRole("alert", { name: "What changed" })
     await changed.waitFor()
     assert.include(await changed.textContent(), "1 staged correction added")
-    await screenshot(page, "promote-changed")
+    // The refusal under the button, naming the task and why, with the focus there.
+    const promotion = page.locator(".promotion")
+    const refusal = promotion.locator(".refusal")
+    await refusal.waitFor()
+    assert.strictEqual(
+      (await refusal.textContent())?.replace(/\s+/g, " ").trim(),
+      "Promote of promotion refused. The preview changed since you loaded it; nothing was promoted. Check the new preview and press Promote again to confirm.Dismiss"
+    )
+    assert.isTrue(
+      await promotion.evaluate((node) => node.contains(document.activeElement)),
+      "the focus is at the promotion"
+    )
+    assert.strictEqual(await page.locator(".notice-slot .notice.error").count(), 0, "no refusal at the top of the page")
+    await screenshots(page, "promote-refused")
     assert.strictEqual(await page.getByRole("list", { name: "Staged corrections" }).getByRole("listitem").count(), 2)
     await promote.click()
     await page.getByText("Promoted 2 corrections: dataset version 2 now has 2 examples.").waitFor()

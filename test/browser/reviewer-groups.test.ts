@@ -186,6 +186,10 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     const refused = form.getByRole("alert").filter({ hasText: "Not delegated" })
     await refused.waitFor()
     assert.match((await refused.textContent())!, /Delegate to \(delegate\): A person cannot delegate to themselves\./)
+    assert.isTrue(
+      await refused.evaluate((node) => node.contains(document.activeElement)),
+      "the focus moves to the form's problems"
+    )
 
     await form.getByLabel("Console person's name").fill("Ben Backup")
     await form.getByLabel("Ends").fill("2099-01-01T09:00")

@@ -346,3 +346,19 @@ export const until = async <A>(
     await new Promise((resolve) => setTimeout(resolve, 100))
   }
 }
+
+/** A node's text with its runs of white space made one space. */
+export const flat = (text: string | null) => (text ?? "").replace(/\s+/g, " ").trim()
+
+/**
+ * The screen stops polling, as it does while the page is out of sight
+ * (`useInterval` polls only while `document.visibilityState` is "visible"):
+ * a row then stays as the console last showed it while a test changes it
+ * through the API, as it would for a person between two polls.
+ */
+export const stopPolling = (page: Page) =>
+  page.evaluate(() => Object.defineProperty(document, "visibilityState", { value: "hidden", configurable: true }))
+
+/** Polling again (`stopPolling` undone). */
+export const resumePolling = (page: Page) =>
+  page.evaluate(() => delete (document as { visibilityState?: unknown }).visibilityState)

@@ -11,7 +11,7 @@ import { Scopes } from "../../../src/api/Security.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { sessionAtom } from "../session.ts"
-import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, SecretOnce, Time } from "../ui.tsx"
+import { Confirm, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, SecretOnce, formatTime, Time } from "../ui.tsx"
 
 const keysAtom = SvcApi.query("apiKeys", "list", { reactivityKeys: ["keys"] })
 const sessionsAtom = SvcApi.query("console", "listSessions", { reactivityKeys: ["sessions"] })
@@ -27,20 +27,25 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
   const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
   const [created, setCreated] = useState<string | undefined>(undefined)
   const [pending, setPending] = useState<Pending>(undefined)
+  /** The latest refused revocation, said in the row of the key or session it names. */
+  const [refused, setRefused] = useState<{ readonly id: string; readonly refusal: RefusalValue } | undefined>(undefined)
+  const refusalIn = (id: string) => <Refusal id={`refusal-${id}`} refusal={refused?.id === id ? refused.refusal : undefined} onDismiss={() => setRefused(undefined)} />
   const revokeKey = useMutation(revokeKeyAtom)
   const revokeSession = useMutation(revokeSessionAtom)
   const confirm = async () => {
+    setRefused(undefined)
+    setNotice(undefined)
     if (pending?.kind === "key") {
-      const exit = await revokeKey.run({ params: { key_id: pending.key.id }, reactivityKeys: ["keys"] })
-      setNotice(Exit.isSuccess(exit)
-        ? { tone: "success", text: `Key ${pending.key.key_prefix}… revoked: it stops working at once.` }
-        : { tone: "error", text: `Could not revoke: ${describeProblem(problemOf(exit.cause))}` })
+      const { key } = pending
+      const exit = await revokeKey.run({ params: { key_id: key.id }, reactivityKeys: ["keys"] })
+      if (Exit.isSuccess(exit)) setNotice({ tone: "success", text: `Key ${key.key_prefix}… revoked: it stops working at once.` })
+      else setRefused({ id: key.id, refusal: refusalOf(`Revoking the key ${key.name ?? `${key.key_prefix}…`} (${key.id})`, problemOf(exit.cause)) })
     } else if (pending?.kind === "session") {
-      const exit = await revokeSession.run({ params: { session_id: pending.session.id }, reactivityKeys: ["sessions"] })
-      if (Exit.isSuccess(exit) && pending.session.current) refresh(sessionAtom)
-      setNotice(Exit.isSuccess(exit)
-        ? { tone: "success", text: `Session of ${pending.session.person} revoked: it ends at once.` }
-        : { tone: "error", text: `Could not revoke: ${describeProblem(problemOf(exit.cause))}` })
+      const { session } = pending
+      const exit = await revokeSession.run({ params: { session_id: session.id }, reactivityKeys: ["sessions"] })
+      if (Exit.isSuccess(exit) && session.current) refresh(sessionAtom)
+      if (Exit.isSuccess(exit)) setNotice({ tone: "success", text: `Session of ${session.person} revoked: it ends at once.` })
+      else setRefused({ id: session.id, refusal: refusalOf(`Revoking the session of ${session.person} (signed in ${formatTime(session.created_at)})`, problemOf(exit.cause)) })
     }
     setPending(undefined)
   }
@@ -80,6 +85,7 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
                           {key.revoked_at
                             ? <span class="muted">revoked</span>
                             : <button type="button" class="danger" aria-label={`Revoke key ${key.name ?? key.key_prefix}`} onClick={() => setPending({ kind: "key", key })}>Revoke</button>}
+                          {refusalIn(key.id)}
                         </td>
                       </tr>
                     ))}
@@ -104,6 +110,7 @@ export const ApiKeys = ({ session }: { session: ConsoleSession }) => {
                     <td data-label="Ends"><Time iso={item.expires_at} /></td>
                     <td class="row-action">
                       <button type="button" class="danger" aria-label={`Revoke session of ${item.person}`} onClick={() => setPending({ kind: "session", session: item })}>Revoke</button>
+                      {refusalIn(item.id)}
                     </td>
                   </tr>
                 ))}

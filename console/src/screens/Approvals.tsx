@@ -207,7 +207,7 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
             ))}
           </ul>
         )}
-      {canDecide && <OwnAddress onNotice={setNotice} />}
+      {canDecide && <OwnAddress />}
     </section>
   )
 }

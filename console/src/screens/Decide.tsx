@@ -14,7 +14,7 @@ import { problemOf, SvcApi } from "../api.ts"
 import { Assignment, EarlierSteps, EditFields, editPayload, hasVoted, Outcome, ReasonField, Votes } from "../approval-parts.tsx"
 import { runMutation, useMutation } from "../atoms.ts"
 import { fragmentToken } from "../fragment.ts"
-import { describeProblem, formatDuration, Json, Time, useNow } from "../ui.tsx"
+import { describeProblem, formatDuration, Json, Refusal, refusalOf, type RefusalValue, Time, useNow } from "../ui.tsx"
 
 type View = typeof ApprovalLinkView.Type
 
@@ -36,6 +36,8 @@ export const Decide = () => {
   const [state, setState] = useState<Loaded>(token === "" ? { kind: "invalid", text: "" } : { kind: "loading" })
   const [notice, setNotice] = useState<{ tone: "success" | "warning" | "error"; text: string } | undefined>(undefined)
   const [reason, setReason] = useState("")
+  /** The latest refused Approve or Reject, said under the buttons. */
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   // The edited arguments (undefined: not touched, the step's own) and an answer to the agent.
   const [args, setArgs] = useState<string | undefined>(undefined)
   const [response, setResponse] = useState("")
@@ -66,7 +68,11 @@ export const Decide = () => {
     const given = reason.trim()
     const original = state.kind === "view" ? state.view.approval.arguments : null
     const edit = args === undefined && decision === "approve" ? {} : editPayload(decision, original, args ?? "", response)
-    if (typeof edit === "string") return setNotice({ tone: "error", text: `Could not ${decision}: ${edit}` })
+    const item = state.kind === "view" ? state.view.approval : undefined
+    const what = `${decision === "approve" ? "Approve" : "Reject"} of ${item?.tool} (${item?.action_class}, approval ${item?.approval_id})`
+    setNotice(undefined)
+    setRefusal(undefined)
+    if (typeof edit === "string") return setRefusal({ what, why: `Nothing was sent: ${edit}` })
     const exit = await decide.run({ payload: given === "" ? { token, decision, ...edit } : { token, decision, reason: given, ...edit } })
     if (Exit.isSuccess(exit)) {
       setState({ kind: "view", view: exit.value })
@@ -77,12 +83,12 @@ export const Decide = () => {
     }
     const problem = problemOf(exit.cause)
     if (problem.code === "REVIEWER_ADDRESS_REPLACED") return setState({ kind: "invalid", text: REPLACED })
-    if (problem.code === "ALREADY_VOTED") return setNotice({ tone: "warning", text: "This address has already voted on this approval." })
+    if (problem.code === "ALREADY_VOTED") return setRefusal({ what, why: "This address has already voted on this approval." })
     if (problem.code === "NOT_ASSIGNED") {
       const decider = state.kind === "view" ? state.view.decider : "email:"
-      return setNotice({
-        tone: "warning",
-        text: !decider.startsWith("email:")
+      return setRefusal({
+        what,
+        why: !decider.startsWith("email:")
           ? `This approval is assigned to a reviewer group ${decider} is not in (any more): its members decide it.`
           : "This approval is assigned to a reviewer group: decide it in the console as one of its members."
       })
@@ -91,7 +97,7 @@ export const Decide = () => {
       setNotice({ tone: "warning", text: "This approval was closed meanwhile; your decision was not recorded." })
       return load()
     }
-    setNotice({ tone: "error", text: `Could not ${decision}: ${describeProblem(problem)}` })
+    setRefusal(refusalOf(what, problem))
   }
 
   if (state.kind === "loading") return <main id="main" class="narrow"><p class="muted" aria-busy="true">Loading the approval…</p></main>
@@ -184,6 +190,7 @@ export const Decide = () => {
               <button type="button" class="primary" disabled={decide.busy} onClick={() => submit("approve")}>Approve</button>
               <button type="button" class="danger" disabled={decide.busy} onClick={() => submit("reject")}>Reject</button>
             </div>
+            <Refusal id="decide-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
           </section>
         )
         : (

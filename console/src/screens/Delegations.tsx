@@ -10,7 +10,7 @@ import type { Reviewer } from "../../../src/api/Deciders.ts"
 import { type Delegation, MAX_DELEGATION_DAYS } from "../../../src/api/Delegations.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
-import { Confirm, describeProblem, formatTime, Loaded, type NoticeValue, Time } from "../ui.tsx"
+import { Confirm, describeProblem, formatTime, Loaded, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time } from "../ui.tsx"
 import { checkDelegation, delegateOf, type FieldIssue, instantOf, localIn, type MemberKind, problemIssues, reviewerText } from "./reviewer-draft.ts"
 import { FieldProblems, names, PersonFields } from "./ReviewerFields.tsx"
 
@@ -49,13 +49,16 @@ export const Delegations = (
   const delegations = useAtomValue(delegationsAtom)
   const [ending, setEnding] = useState<Delegation | undefined>(undefined)
   const end = useMutation(endAtom)
+  /** The latest refused End, said in the row of the delegation it names. */
+  const [refused, setRefused] = useState<{ readonly id: string; readonly refusal: RefusalValue } | undefined>(undefined)
   const confirmEnd = async () => {
     if (!ending) return
+    setRefused(undefined)
     const exit = await end.run({ params: { delegation_id: ending.delegation_id }, reactivityKeys: ["delegations"] })
     setEnding(undefined)
-    onNotice(Exit.isSuccess(exit)
-      ? { tone: "success", text: `Delegation to ${personText(ending.delegate, ending.key_names)} ended: from now on they decide only what they could before.` }
-      : { tone: "error", text: `Could not end the delegation: ${describeProblem(problemOf(exit.cause))}` })
+    const to = personText(ending.delegate, ending.key_names)
+    if (Exit.isSuccess(exit)) onNotice({ tone: "success", text: `Delegation to ${to} ended: from now on they decide only what they could before.` })
+    else setRefused({ id: ending.delegation_id, refusal: refusalOf(`Ending the delegation to ${to} (until ${formatTime(ending.ends_at)})`, problemOf(exit.cause)) })
   }
   return (
     <section class="delegations" aria-labelledby="delegations-title">
@@ -96,6 +99,11 @@ export const Delegations = (
                               </button>
                             )
                             : <span class="muted">only its delegator ends it</span>}
+                          <Refusal
+                            id={`refusal-${delegation.delegation_id}`}
+                            refusal={refused?.id === delegation.delegation_id ? refused.refusal : undefined}
+                            onDismiss={() => setRefused(undefined)}
+                          />
                         </td>
                       </tr>
                     ))}

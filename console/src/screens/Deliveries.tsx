@@ -10,20 +10,20 @@ import { EventTypes, type NotificationDelivery, type NotificationEndpoint } from
 import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
-import { describeProblem, Loaded, type NoticeValue, Time, useInterval } from "../ui.tsx"
+import { Loaded, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time, useInterval } from "../ui.tsx"
 
 const replayAtom = SvcApi.mutation("notifications", "replay")
 
 const deliveryStatuses = ["all", "failed", "delivered", "retrying", "queued", "sending"] as const
 
-const replayProblem = (problem: Problem): string => {
+const replayProblem = (what: string, problem: Problem): RefusalValue => {
   switch (problem.code) {
     case "NOT_REPLAYABLE":
-      return `This delivery cannot be replayed: only failed deliveries can be${problem.error?.delivery_status ? ` (it is ${String(problem.error.delivery_status)})` : ""}.`
+      return { what, why: `Only failed deliveries can be replayed${problem.error?.delivery_status ? `, and this one is ${String(problem.error.delivery_status)}` : ""}.` }
     case "QUEUE_FULL":
-      return "The endpoint's delivery queue is full: wait until queued deliveries are sent (or fail), then replay again."
+      return { what, why: "The endpoint's delivery queue is full: wait until queued deliveries are sent (or fail), then replay again." }
     default:
-      return `Could not replay: ${describeProblem(problem)}`
+      return refusalOf(what, problem)
   }
 }
 
@@ -68,6 +68,8 @@ export const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpo
   const deliveries = useAtomValue(deliveriesAtom)
   useInterval(() => refresh(deliveriesAtom), 3000)
   const replay = useMutation(replayAtom)
+  /** The latest refused Replay, said in the row of the delivery it names. */
+  const [refused, setRefused] = useState<{ readonly id: string; readonly refusal: RefusalValue } | undefined>(undefined)
   const captionId = `deliveries-${endpoint.id}`
   const filtered = Object.keys(filters).length > 0
   return (
@@ -175,6 +177,7 @@ export const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpo
                               disabled={replay.busy}
                               aria-label={`Replay ${delivery.label ?? delivery.event_id}`}
                               onClick={async () => {
+                                setRefused(undefined)
                                 const exit = await replay.run({ params: { id: endpoint.id, delivery: delivery.id }, reactivityKeys: ["deliveries"] })
                                 if (Exit.isSuccess(exit)) {
                                   const cooling = endpoint.cooldown_until !== undefined && Date.parse(endpoint.cooldown_until) > Date.now()
@@ -184,12 +187,20 @@ export const Deliveries = ({ endpoint, onNotice }: { endpoint: NotificationEndpo
                                       ? `Replay queued. The endpoint is cooling down after failed attempts, so it is sent after ${new Date(endpoint.cooldown_until!).toLocaleTimeString()}.`
                                       : "Replay queued: it is sent with the same event id shortly."
                                   })
-                                } else onNotice({ tone: "warning", text: replayProblem(problemOf(exit.cause)) })
+                                } else {
+                                  const what = `Replay of ${delivery.label ?? delivery.event_id}`
+                                  setRefused({ id: delivery.id, refusal: replayProblem(what, problemOf(exit.cause)) })
+                                }
                               }}
                             >
                               Replay
                             </button>
                           )}
+                          <Refusal
+                            id={`refusal-${delivery.id}`}
+                            refusal={refused?.id === delivery.id ? refused.refusal : undefined}
+                            onDismiss={() => setRefused(undefined)}
+                          />
                         </td>
                       </tr>
                     ))}

@@ -8,7 +8,7 @@ import { Exit } from "effect"
 import { useState } from "preact/hooks"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
-import { describeProblem, Loaded, type NoticeValue } from "../ui.tsx"
+import { Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue } from "../ui.tsx"
 
 const ownAddressAtom = SvcApi.query("reviewers", "ownAddress", { reactivityKeys: ["own-address"] })
 const setOwnAddressAtom = SvcApi.mutation("reviewers", "setOwnAddress")
@@ -19,17 +19,23 @@ const statusWords = {
   confirmed: "confirmed: approval mail for your groups goes there"
 } as const
 
-export const OwnAddress = ({ onNotice }: { onNotice: (notice: NoticeValue) => void }) => {
+export const OwnAddress = () => {
+  /** What the latest change did, said in this card. */
+  const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
   const own = useAtomValue(ownAddressAtom)
   const set = useMutation(setOwnAddressAtom)
   const [draft, setDraft] = useState("")
-  const run = async (email: string | null, done: string) => {
+  /** The latest refused change, said in this card: what was asked (accept, clear, another address) and why. */
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
+  const run = async (email: string | null, what: string, done: string) => {
+    setRefusal(undefined)
+    setNotice(undefined)
     const exit = await set.run({ payload: { email }, reactivityKeys: ["own-address"] })
     if (Exit.isSuccess(exit)) {
       setDraft("")
-      return onNotice({ tone: "success", text: done })
+      return setNotice({ tone: "success", text: done })
     }
-    onNotice({ tone: "error", text: `Your reviewer address was not changed: ${describeProblem(problemOf(exit.cause))}` })
+    setRefusal(refusalOf(what, problemOf(exit.cause)))
   }
   return (
     <section class="own-address card" aria-labelledby="own-address-title">
@@ -52,13 +58,13 @@ export const OwnAddress = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
                   type="button"
                   class="primary"
                   disabled={set.busy}
-                  onClick={() => run(value.email, `You accepted ${value.email}: confirm it from the mail sent there.`)}
+                  onClick={() => run(value.email, `Accepting ${value.email}`, `You accepted ${value.email}: confirm it from the mail sent there.`)}
                 >
                   Accept this address
                 </button>
               )}
               {value.email !== null && (
-                <button type="button" disabled={set.busy} onClick={() => run(null, "Your reviewer address is cleared.")}>Clear</button>
+                <button type="button" disabled={set.busy} onClick={() => run(null, "Clearing your reviewer address", "Your reviewer address is cleared.")}>Clear</button>
               )}
             </div>
           </>
@@ -69,7 +75,7 @@ export const OwnAddress = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         noValidate
         onSubmit={(event) => {
           event.preventDefault()
-          if (draft.trim() !== "") void run(draft.trim(), `${draft.trim()} is yours once you confirm it from the mail sent there.`)
+          if (draft.trim() !== "") void run(draft.trim(), `Using ${draft.trim()} as your reviewer address`, `${draft.trim()} is yours once you confirm it from the mail sent there.`)
         }}
       >
         <label>
@@ -78,6 +84,8 @@ export const OwnAddress = ({ onNotice }: { onNotice: (notice: NoticeValue) => vo
         </label>
         <div class="actions"><button type="submit" disabled={set.busy || draft.trim() === ""}>Use this address</button></div>
       </form>
+      <Notice notice={notice} onClose={() => setNotice(undefined)} />
+      <Refusal id="own-address-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
     </section>
   )
 }

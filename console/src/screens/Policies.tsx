@@ -12,7 +12,7 @@ import type { Policy, PolicyMode } from "../../../src/api/Policies.ts"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
-import { describeProblem, Loaded, Notice, type NoticeValue, Time } from "../ui.tsx"
+import { Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time } from "../ui.tsx"
 import { DraftError, draftOf, emptyDraft, payloadOf, placeOf, type PolicyDraft } from "./policy-draft.ts"
 import { DeadlineFields, DryRun, RulesEditor } from "./PolicyRules.tsx"
 
@@ -31,13 +31,9 @@ export const Policies = () => {
   const { query } = useLocation()
   const selected = query.get("class") ?? undefined
   const policies = useAtomValue(policiesAtom)
-  const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
-  // A notice is about the policy it was shown with.
-  useEffect(() => setNotice(undefined), [selected])
   return (
     <section aria-labelledby="page-title">
       <h1 id="page-title" tabIndex={-1}>Policies</h1>
-      <Notice notice={notice} onClose={() => setNotice(undefined)} />
       <Loaded result={policies} what="the policies">
         {(value) =>
           selected === undefined
@@ -47,7 +43,6 @@ export const Policies = () => {
                 key={selected}
                 actionClass={selected}
                 stored={value.policies.find((policy) => policy.action_class === selected)}
-                onNotice={setNotice}
               />
             )}
       </Loaded>
@@ -113,8 +108,11 @@ const PolicyList = ({ policies }: { policies: ReadonlyArray<Policy> }) => {
 }
 
 const PolicyEditor = (
-  { actionClass, stored, onNotice }: { actionClass: string; stored: Policy | undefined; onNotice: (notice: NoticeValue) => void }
+  { actionClass, stored }: { actionClass: string; stored: Policy | undefined }
 ) => {
+  // What Save policy did, said under it: the success, or the refusal naming the policy and why.
+  const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   const [draft, setDraft] = useState<PolicyDraft>(() => (stored ? draftOf(stored) : emptyDraft()))
   const [ruleErrors, setRuleErrors] = useState<ReadonlyMap<number, string>>(new Map())
   const [schemaError, setSchemaError] = useState<string | undefined>(undefined)
@@ -135,6 +133,8 @@ const PolicyEditor = (
         aria-labelledby="policy-title"
         onSubmit={async (event) => {
           event.preventDefault()
+          setNotice(undefined)
+          setRefusal(undefined)
           let payload
           try {
             payload = payloadOf(draft)
@@ -146,14 +146,14 @@ const PolicyEditor = (
           if (Exit.isSuccess(exit)) {
             showErrors(new Map(), undefined)
             setDraft(draftOf(exit.value))
-            return onNotice({ tone: "success", text: `Policy for ${actionClass} saved: it decides the next governed step.` })
+            return setNotice({ tone: "success", text: `Policy for ${actionClass} saved: it decides the next governed step.` })
           }
           const problem = problemOf(exit.cause)
           const place = placeOf(problem.error?.field as string | undefined)
           const message = problem.detail ?? problem.title
           if (place && "rule" in place) showErrors(new Map([[place.rule, message]]), undefined)
           else if (place && "schema" in place) showErrors(new Map(), message)
-          onNotice({ tone: "error", text: place ? `Not saved: ${message}` : `Could not save the policy: ${describeProblem(problem)}` })
+          setRefusal(refusalOf(`Saving the policy for ${actionClass}`, problem))
         }}
       >
         <h2 id="policy-title">{actionClass}</h2>
@@ -183,6 +183,8 @@ const PolicyEditor = (
         </label>
         {schemaError && <p id="schema-error" class="field-error" role="alert">{schemaError}</p>}
         <div class="actions"><button type="submit" class="primary" disabled={put.busy}>Save policy</button></div>
+        <Notice notice={notice} onClose={() => setNotice(undefined)} />
+        <Refusal id="policy-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
       </form>
       <DryRun actionClass={actionClass} draft={draft} onRuleErrors={showErrors} />
     </>

@@ -14,7 +14,7 @@ import { problemOf, SvcApi } from "../api.ts"
 import { refresh, runMutation, useAtomValue, useMutation } from "../atoms.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { taskLabels } from "../task-labels.ts"
-import { describeProblem, Json, Loaded, Notice, type NoticeValue, Time } from "../ui.tsx"
+import { Json, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time } from "../ui.tsx"
 
 const tasksAtom = SvcApi.query("tasks", "list", { query: { limit: 100 }, timeToLive: "60 seconds" })
 const promoteAtom = SvcApi.mutation("feedback", "promote")
@@ -54,7 +54,7 @@ export const Promote = () => {
                     </select>
                   </label>
                 </form>
-                {taskId && <TaskPromotion key={taskId} taskId={taskId} />}
+                {taskId && <TaskPromotion key={taskId} taskId={taskId} taskName={taskLabels(value.tasks).get(taskId) ?? taskId} />}
                 {taskId && <Versions key={`versions-${taskId}`} taskId={taskId} />}
               </>
             )}
@@ -77,15 +77,19 @@ const describeChange = (before: PromotePreview, after: PromotePreview, from: num
   return parts.length === 0 ? "the staged set changed" : parts.join("; ")
 }
 
-const TaskPromotion = ({ taskId }: { taskId: string }) => {
+const TaskPromotion = ({ taskId, taskName }: { taskId: string; taskName: string }) => {
   const previewAtom = useMemo(() => SvcApi.query("feedback", "promotePreview", { params: { task_id: taskId }, query: { limit: 100 }, reactivityKeys: ["feedback", "datasets"] }), [taskId])
   const preview = useAtomValue(previewAtom)
   const promote = useMutation(promoteAtom)
   const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
+  /** The latest refusal of Promote, said under its button. */
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   /** The preview the person saw when a 409 arrived: kept to show what changed. */
   const [seen, setSeen] = useState<PromotePreview | undefined>(undefined)
 
   const submit = async (current: PromotePreview) => {
+    setNotice(undefined)
+    setRefusal(undefined)
     const exit = await promote.run({
       params: { task_id: taskId },
       payload: { base_dataset_id: current.base_dataset_id, expected_feedback_revision: current.expected_feedback_revision },
@@ -111,20 +115,19 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
     if (problem.code === "DATASET_BASE_CHANGED" || problem.code === "FEEDBACK_CHANGED" || problem.code === "NOTHING_STAGED") {
       setSeen(current)
       refresh(previewAtom)
-      setNotice({
-        tone: "warning",
-        text: problem.code === "NOTHING_STAGED"
+      setRefusal({
+        what: `Promote of ${taskName}`,
+        why: problem.code === "NOTHING_STAGED"
           ? "Nothing is staged for this task any more; nothing was promoted."
-          : "The preview changed since you loaded it; nothing was promoted. Check the new preview below and press Promote again to confirm."
+          : "The preview changed since you loaded it; nothing was promoted. Check the new preview and press Promote again to confirm."
       })
       return
     }
-    setNotice({ tone: "error", text: `Could not promote: ${describeProblem(problem)}` })
+    setRefusal(refusalOf(`Promote of ${taskName}`, problem))
   }
 
   return (
     <>
-      <Notice notice={notice} onClose={() => setNotice(undefined)} />
       <Loaded result={preview} what="the preview">
         {(value, waiting) => {
           const changed = seen !== undefined && !waiting && (seen.expected_feedback_revision !== value.expected_feedback_revision || seen.base_dataset_id !== value.base_dataset_id)
@@ -147,6 +150,8 @@ const TaskPromotion = ({ taskId }: { taskId: string }) => {
                 </button>
                 {value.staged.length === 0 && <span id="nothing-staged" class="muted">Nothing staged for this task: stage corrections in Review first.</span>}
               </div>
+              <Notice notice={notice} onClose={() => setNotice(undefined)} />
+              <Refusal id="promote-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
               {value.staged.length > 0 && (
                 <ol class="staged" aria-label="Staged corrections">
                   {value.staged.map((item) => <StagedItem key={item.id} traceId={item.inference_log_id} correction={item.correction} />)}

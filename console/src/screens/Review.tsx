@@ -14,7 +14,7 @@ import { jsonDiff } from "../diff.ts"
 import { setQuery, useLocation } from "../router.ts"
 import { has } from "../session.ts"
 import { shortId, taskLabels } from "../task-labels.ts"
-import { describeProblem, Json, Loaded, Notice, type NoticeValue, Time, useModal } from "../ui.tsx"
+import { Json, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time, useModal } from "../ui.tsx"
 
 const stageAtom = SvcApi.mutation("feedback", "stage")
 const rejectAtom = SvcApi.mutation("feedback", "reject")
@@ -50,14 +50,25 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
   const canDecide = has(session.scopes, "feedback.review") || has(session.scopes, "feedback.write")
 
   const [gone, setGone] = useState<ReadonlySet<string>>(new Set())
+  /**
+   * A correction whose Stage or Reject was refused, as it is now: it stays in
+   * the queue, selected, with the refusal in its card, until the person moves on.
+   */
+  const [held, setHeld] = useState<{ readonly before: FeedbackItem; readonly item: FeedbackItem; readonly refusal: RefusalValue } | undefined>(undefined)
   const queue = useMemo(() => {
     if (list._tag !== "Success") return []
-    return list.value.feedback
-      .filter((item) => item.status !== "recorded" && !gone.has(item.id))
-      .slice()
-      .sort((a, b) => statusOrder[a.status] - statusOrder[b.status])
-  }, [list, gone])
-  const [selectedId, setSelectedId] = useState<string | undefined>(undefined)
+    // The held one keeps its place (as it was when refused), shown as it is now.
+    const items = list.value.feedback
+      .filter((item) => item.status !== "recorded" && (!gone.has(item.id) || item.id === held?.item.id))
+      .map((item) => (item.id === held?.item.id ? held.before : item))
+    if (held && !items.some((item) => item.id === held.item.id)) items.push(held.before)
+    return items.sort((a, b) => statusOrder[a.status] - statusOrder[b.status]).map((item) => (item.id === held?.item.id ? held.item : item))
+  }, [list, gone, held])
+  const [selectedId, setSelectedIdNow] = useState<string | undefined>(undefined)
+  const setSelectedId = (id: string | undefined) => {
+    if (id !== held?.item.id) setHeld(undefined)
+    setSelectedIdNow(id)
+  }
   const index = Math.max(0, queue.findIndex((item) => item.id === selectedId))
   const selected: FeedbackItem | undefined = queue[index]
   const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
@@ -76,6 +87,7 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
     const item = selected
     const following = queue[index + 1] ?? queue[index - 1]
     const mutation = decision === "stage" ? stage : reject
+    setHeld(undefined)
     const exit = await mutation.run({ params: { feedback_id: item.id }, reactivityKeys: ["feedback"] })
     if (Exit.isSuccess(exit)) {
       setNotice({ tone: "success", text: decision === "stage" ? "Staged. It will go into the next promotion." : "Rejected." })
@@ -84,19 +96,25 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
       return
     }
     const problem = problemOf(exit.cause)
+    const what = `${decision === "stage" ? "Stage" : "Reject"} of correction ${item.id} (${taskNames.get(item.task_id) ?? "task"})`
+    setNotice(undefined)
     if (problem.code === "INVALID_TRANSITION" || problem.code === "NOT_FOUND") {
+      // Decided (or deleted) elsewhere: said here, and it leaves the queue once the person moves on.
       const now = problem.error?.status_now
-      setNotice({
-        tone: "warning",
-        text: problem.code === "NOT_FOUND"
-          ? "This correction no longer exists; it left the queue."
-          : `Someone decided this correction meanwhile${now ? ` (it is ${String(now)} now)` : ""}; it left the queue.`
-      })
       setGone((current) => new Set(current).add(item.id))
-      setSelectedId(following?.id)
+      setHeld({
+        before: item,
+        item: typeof now === "string" && now in statusOrder ? { ...item, status: now as FeedbackStatus } : item,
+        refusal: {
+          what,
+          why: problem.code === "NOT_FOUND"
+            ? "This correction no longer exists; it leaves the queue when you move on."
+            : `Someone decided this correction meanwhile${now ? ` (it is ${String(now)} now)` : ""}; nothing was changed, and it leaves the queue when you move on.`
+        }
+      })
       return
     }
-    setNotice({ tone: "error", text: `Could not ${decision} the correction: ${describeProblem(problem)}` })
+    setHeld({ before: item, item, refusal: refusalOf(what, problem) })
   }
 
   const shortcuts: ReadonlyArray<Shortcut> = [
@@ -182,6 +200,8 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
                     canDecide={canDecide}
                     busy={busy}
                     onDecide={decide}
+                    refusal={held?.item.id === selected.id ? held.refusal : undefined}
+                    onDismiss={() => setHeld(undefined)}
                   />
                 )}
               </div>
@@ -193,13 +213,16 @@ export const Review = ({ session }: { session: ConsoleSession }) => {
 }
 
 const Detail = (
-  { item, taskName, position, canDecide, busy, onDecide }: {
+  { item, taskName, position, canDecide, busy, onDecide, refusal, onDismiss }: {
     item: FeedbackItem
     taskName: string | undefined
     position: string
     canDecide: boolean
     busy: boolean
     onDecide: (decision: "stage" | "reject") => void
+    /** The latest refusal of this correction's Stage or Reject, said under its buttons. */
+    refusal: RefusalValue | undefined
+    onDismiss: () => void
   }
 ) => {
   const runAtom = useMemo(() => SvcApi.query("tasks", "getRun", { params: { trace_id: item.inference_log_id } }), [item.inference_log_id])
@@ -270,6 +293,7 @@ const Detail = (
           <button type="button" class="danger" disabled={busy} aria-keyshortcuts="r" onClick={() => onDecide("reject")}>Reject</button>
         </div>
       )}
+      <Refusal id={`refusal-${item.id}`} refusal={refusal} onDismiss={onDismiss} />
     </article>
   )
 }

@@ -3,15 +3,19 @@ import { Exit } from "effect"
 import { useState } from "preact/hooks"
 import { problemOf, SvcApi } from "../api.ts"
 import { useAtomValue, useMutation } from "../atoms.ts"
-import { describeProblem, Loaded, type NoticeValue } from "../ui.tsx"
+import { Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue } from "../ui.tsx"
 
 const settingsAtom = SvcApi.query("notifications", "getSettings", { reactivityKeys: ["settings"] })
 const saveSettingsAtom = SvcApi.mutation("notifications", "updateSettings")
 
-export const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) => void }) => {
+export const ReviewerEmail = () => {
+  /** What the latest change did, said in this card. */
+  const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
   const settings = useAtomValue(settingsAtom)
   const save = useMutation(saveSettingsAtom)
   const [draft, setDraft] = useState<string | undefined>(undefined)
+  /** The latest refused Save email, said under the form. */
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   return (
     <section class="card" aria-labelledby="reviewer-email">
       <h2 id="reviewer-email">Reviewer email</h2>
@@ -22,10 +26,13 @@ export const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) =>
             onSubmit={async (event) => {
               event.preventDefault()
               const address = (draft ?? value.reviewer_email ?? "").trim()
+              setRefusal(undefined)
+              setNotice(undefined)
+    setNotice(undefined)
               const exit = await save.run({ payload: { reviewer_email: address === "" ? null : address }, reactivityKeys: ["settings"] })
               if (Exit.isSuccess(exit)) {
                 setDraft(undefined)
-                onNotice({
+                setNotice({
                   tone: "success",
                   text: exit.value.reviewer_email === null
                     ? "Reviewer email cleared."
@@ -33,7 +40,10 @@ export const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) =>
                     ? `Reviewer email set to ${exit.value.reviewer_email}.${exit.value.email_notifier ? "" : " Email is not sent until the service has an SMTP server (SVC_SMTP_URL)."}`
                     : `Reviewer email set to ${exit.value.reviewer_email}, pending confirmation: a confirmation mail goes there (through the service's SMTP server, SVC_SMTP_URL). It gets no approval request until its link is opened.`
                 })
-              } else onNotice({ tone: "error", text: `Could not save the reviewer email: ${describeProblem(problemOf(exit.cause))}` })
+              } else {
+                const what = address === "" ? "Clearing the reviewer email" : `Saving the reviewer email ${address}`
+                setRefusal(refusalOf(what, problemOf(exit.cause)))
+              }
             }}
           >
             <label>
@@ -55,6 +65,8 @@ export const ReviewerEmail = ({ onNotice }: { onNotice: (notice: NoticeValue) =>
           </form>
         )}
       </Loaded>
+      <Notice notice={notice} onClose={() => setNotice(undefined)} />
+      <Refusal id="reviewer-email-refusal" refusal={refusal} onDismiss={() => setRefusal(undefined)} />
     </section>
   )
 }

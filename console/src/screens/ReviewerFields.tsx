@@ -3,6 +3,7 @@
  * an API key) with an optional address, the API keys that can review, and
  * the problems of a form, each naming its field.
  */
+import { useEffect, useRef } from "preact/hooks"
 import type { ApiKey } from "../../../src/api/Console.ts"
 import { SvcApi } from "../api.ts"
 import { useAtomValue } from "../atoms.ts"
@@ -46,11 +47,16 @@ const KeyName = ({ id }: { id: string }) => {
 export const names = (issues: ReadonlyArray<FieldIssue>, field: string) =>
   issues.some((issue) => issue.field === field || issue.field.startsWith(`${field}.`) || issue.field.startsWith(`${field}[`))
 
-/** The problems of one form, next to it; announced when they appear. */
-export const FieldProblems = ({ id, issues, lead }: { id: string; issues: ReadonlyArray<FieldIssue>; lead: string }) => (
+/** The problems of one form, next to it, each naming its field: announced and focused when they appear (as `Refusal` is), so they are in view. */
+export const FieldProblems = ({ id, issues, lead }: { id: string; issues: ReadonlyArray<FieldIssue>; lead: string }) => {
+  const ref = useRef<HTMLDivElement>(null)
+  useEffect(() => {
+    if (issues.length > 0) ref.current?.focus()
+  }, [issues])
+  return (
   <div id={id} role="alert" class="problems-slot">
     {issues.length > 0 && (
-      <div class="notice error">
+      <div class="notice error refusal" tabIndex={-1} ref={ref}>
         <div>
           <p>{lead}</p>
           <ul class="issues">
@@ -65,7 +71,8 @@ export const FieldProblems = ({ id, issues, lead }: { id: string; issues: Readon
       </div>
     )}
   </div>
-)
+  )
+}
 
 export const PersonFields = (
   { id, kind, who, onChange, invalid, keyChoices }: {

@@ -9,7 +9,7 @@ import { useMemo, useState } from "preact/hooks"
 import { CreateTelemetryDestination, type TelemetryCompression, type TelemetryDestination, type TelemetryProtocol } from "../../../src/api/Telemetry.ts"
 import { type Problem, problemOf, SvcApi } from "../api.ts"
 import { refresh, useAtomValue, useMutation } from "../atoms.ts"
-import { Confirm, describeProblem, Loaded, Notice, type NoticeValue, Time, useInterval, Refusal, refusalOf, type RefusalValue } from "../ui.tsx"
+import { Confirm, describeProblem, formatTime, Loaded, Notice, type NoticeValue, Refusal, refusalOf, type RefusalValue, Time, useInterval } from "../ui.tsx"
 
 const destinationsAtom = SvcApi.query("telemetry", "list", { reactivityKeys: ["telemetry"] })
 const createAtom = SvcApi.mutation("telemetry", "create")
@@ -17,14 +17,14 @@ const testAtom = SvcApi.mutation("telemetry", "test")
 const removeAtom = SvcApi.mutation("telemetry", "remove")
 const replayAtom = SvcApi.mutation("telemetry", "replay")
 
-const replayProblem = (problem: Problem): string => {
+const replayProblem = (what: string, problem: Problem): RefusalValue => {
   switch (problem.code) {
     case "NOT_REPLAYABLE":
-      return `This batch cannot be replayed: only failed batches can be${problem.error?.delivery_status ? ` (it is ${String(problem.error.delivery_status)})` : ""}.`
+      return { what, why: `Only failed batches can be replayed${problem.error?.delivery_status ? `, and this one is ${String(problem.error.delivery_status)}` : ""}.` }
     case "QUEUE_FULL":
-      return "The destination's queue is full: wait until queued batches are sent (or fail), then replay again."
+      return { what, why: "The destination's queue is full: wait until queued batches are sent (or fail), then replay again." }
     default:
-      return `Could not replay: ${describeProblem(problem)}`
+      return refusalOf(what, problem)
   }
 }
 
@@ -211,6 +211,9 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
   const replay = useMutation(replayAtom)
   const [confirming, setConfirming] = useState(false)
   const [testOutcome, setTestOutcome] = useState<string | undefined>(undefined)
+  /** The latest refusal of this card's Delete, said in the card; a refused Replay, in its batch's row. */
+  const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
+  const [replayRefused, setReplayRefused] = useState<{ readonly id: string; readonly refusal: RefusalValue } | undefined>(undefined)
   const deliveriesAtom = useMemo(() => SvcApi.query("telemetry", "deliveries", { params: { id: destination.id }, query: {}, reactivityKeys: ["telemetry-deliveries"] }), [destination.id])
   const deliveries = useAtomValue(deliveriesAtom)
   useInterval(() => refresh(deliveriesAtom), 2000)
@@ -256,14 +259,16 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
         busy={remove.busy}
         onCancel={() => setConfirming(false)}
         onConfirm={async () => {
+          setRefusal(undefined)
           const exit = await remove.run({ params: { id: destination.id }, reactivityKeys: ["telemetry"] })
           setConfirming(false)
           if (Exit.isSuccess(exit)) onNotice({ tone: "success", text: "Destination deleted: nothing more is exported." })
-          else onNotice({ tone: "error", text: `Could not delete: ${describeProblem(problemOf(exit.cause))}` })
+          else setRefusal(refusalOf(`Deleting the destination ${destination.url_hint}`, problemOf(exit.cause)))
         }}
       >
         <p>Export to <strong>{destination.url_hint}</strong> stops at once; queued batches are dropped.</p>
       </Confirm>
+      <Refusal id={`refusal-${destination.id}`} refusal={refusal} onDismiss={() => setRefusal(undefined)} />
       <h3 id="batches">Batch deliveries (latest 50)</h3>
       <Loaded result={deliveries} what="batch deliveries">
         {(value) =>
@@ -289,15 +294,23 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
                               type="button"
                               disabled={replay.busy}
                               onClick={async () => {
+                                setReplayRefused(undefined)
                                 const exit = await replay.run({ params: { id: destination.id, delivery: delivery.id }, reactivityKeys: ["telemetry-deliveries"] })
-                                onNotice(Exit.isSuccess(exit)
-                                  ? { tone: "success", text: "Batch queued again: it is sent shortly." }
-                                  : { tone: "warning", text: replayProblem(problemOf(exit.cause)) })
+                                if (Exit.isSuccess(exit)) onNotice({ tone: "success", text: "Batch queued again: it is sent shortly." })
+                                else {
+                                  const what = `Replay of the batch of ${delivery.span_count} spans made ${formatTime(delivery.created_at)}`
+                                  setReplayRefused({ id: delivery.id, refusal: replayProblem(what, problemOf(exit.cause)) })
+                                }
                               }}
                             >
                               Replay
                             </button>
                           )}
+                          <Refusal
+                            id={`refusal-${delivery.id}`}
+                            refusal={replayRefused?.id === delivery.id ? replayRefused.refusal : undefined}
+                            onDismiss={() => setReplayRefused(undefined)}
+                          />
                         </td>
                       </tr>
                     ))}

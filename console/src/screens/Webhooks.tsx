@@ -108,7 +108,7 @@ export const Webhooks = () => {
           setNotice({ tone: "success", text: "Endpoint created." })
         }}
       />
-      <ReviewerEmail onNotice={setNotice} />
+      <ReviewerEmail />
     </section>
   )
 }
