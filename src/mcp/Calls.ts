@@ -46,6 +46,12 @@ export type CallAnswer =
   | { readonly _tag: "Result"; readonly result: CallToolResult }
   | { readonly _tag: "Task"; readonly task: Task }
 
+/** An organization's server looked up by name (`undefined`: none of that name). */
+export interface FoundServer {
+  readonly name: string
+  readonly server: ServerRow | undefined
+}
+
 export interface CallRequest {
   readonly orgId: string
   readonly sessionId: string
@@ -54,6 +60,8 @@ export interface CallRequest {
   readonly stepId: string
   /** The client asked for a task (`params.task`). */
   readonly task: boolean
+  /** The server of `name`, when it was read already: used when its name is the one called. */
+  readonly found?: FoundServer | undefined
   /** Told while a call without a task waits for a person. */
   readonly progress: (message: string, elapsedMs: number) => Effect.Effect<void>
   /**
@@ -272,7 +280,11 @@ export class McpCalls extends Context.Service<McpCalls, {
 
       const answerCall = Effect.fn("McpCalls.answerCall")(function*(request: CallRequest) {
         const parts = splitExposedName(request.name)
-        const server = parts === undefined ? undefined : yield* servers.findByName(request.orgId, parts.server)
+        const server = parts === undefined
+          ? undefined
+          : request.found?.name === parts.server
+          ? request.found.server
+          : yield* servers.findByName(request.orgId, parts.server)
         if (parts === undefined || server === undefined) return yield* new UnknownTool({ name: request.name })
         const actionClass = actionClassOf(server, parts.tool)
         yield* Effect.annotateCurrentSpan({ "svc.mcp_server_id": server.id, "svc.action_class": actionClass })

@@ -16,7 +16,8 @@ import { problemType } from "../api/Errors.ts"
 import type { Principal } from "../api/Security.ts"
 import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { McpProtocol } from "./Protocol.ts"
+import { type Caller, McpProtocol } from "./Protocol.ts"
+import { splitExposedName } from "./Servers.ts"
 import { McpSessions } from "./Sessions.ts"
 
 export const MCP_PATH = "/mcp"
@@ -85,6 +86,14 @@ const initializeOf = (
   return undefined
 }
 
+/** The server's name in the tool a body's one `tools/call` names (for `McpSessions.check`), else `undefined`. */
+const calledServerOf = (body: unknown): string | undefined => {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined
+  const message = body as { method?: unknown; params?: { name?: unknown } }
+  if (message.method !== "tools/call" || typeof message.params?.name !== "string") return undefined
+  return splitExposedName(message.params.name)?.server
+}
+
 export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const router = yield* HttpRouter.HttpRouter
   const identity = yield* Identity
@@ -150,17 +159,20 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     }
     const initialize = initializeOf(body)
     const sessionId = request.headers[SESSION_HEADER]
+    let found: Caller["found"] = undefined
     if (initialize === undefined) {
       if (sessionId === undefined) {
         return rpcError(400, -32000, "Bad Request: the Mcp-Session-Id header is required; initialize first.")
       }
-      if (!(yield* sessions.isOpen(principal.orgId, sessionId))) {
-        return rpcError(404, -32001, "Session not found: initialize again.")
-      }
+      const called = calledServerOf(body)
+      const checked = yield* sessions.check(principal.orgId, sessionId, called)
+      if (!checked.open) return rpcError(404, -32001, "Session not found: initialize again.")
+      if (called !== undefined) found = { name: called, server: checked.server }
     }
     const server = yield* protocol.server({
       orgId: principal.orgId,
-      sessionId: initialize === undefined ? sessionId : undefined
+      sessionId: initialize === undefined ? sessionId : undefined,
+      found
     })
     const transport = new WebStandardStreamableHTTPServerTransport()
     // The body is read already (`parsedBody`): the transport needs the headers.

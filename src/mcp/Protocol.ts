@@ -24,7 +24,7 @@ import { StepId } from "../api/Agents.ts"
 import { VERSION } from "../api/Version.ts"
 import { approvalPageUrl, serviceBaseUrl } from "../approvals/MailLinks.ts"
 import { SvcConfig } from "../platform/Config.ts"
-import { McpCalls } from "./Calls.ts"
+import { type FoundServer, McpCalls } from "./Calls.ts"
 import { approvalElicitation, RequestServer } from "./Elicitation.ts"
 import { actionClassOf, exposedName, McpServers } from "./Servers.ts"
 import { McpSessions } from "./Sessions.ts"
@@ -42,6 +42,8 @@ export interface Caller {
   readonly orgId: string
   /** The MCP session (its agent session); `undefined` for `initialize`. */
   readonly sessionId: string | undefined
+  /** The server a `tools/call` names, read with the session's check (`SessionAndServer.ts`). */
+  readonly found?: FoundServer | undefined
 }
 
 export class McpProtocol extends Context.Service<McpProtocol, {
@@ -171,6 +173,7 @@ export class McpProtocol extends Context.Service<McpProtocol, {
               name: request.params.name,
               arguments: request.params.arguments ?? {},
               stepId: chosen ?? `rpc-${String(extra.requestId)}`,
+              found: caller.found,
               task: request.params.task !== undefined,
               progress: (message, elapsedMs) =>
                 progressToken === undefined ? Effect.void : Effect.promise(() =>

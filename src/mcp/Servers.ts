@@ -36,9 +36,9 @@ const ServerColumns = Schema.Struct({
   created_at: Timestamp
 })
 export type ServerRow = typeof ServerColumns.Type
-const ServerRows = rowsOf("mcp_servers", ServerColumns)
+export const ServerRows = rowsOf("mcp_servers", ServerColumns)
 
-const COLUMNS =
+export const COLUMNS =
   "id, org_id, name, url_hint, header_names, default_action_class, tool_action_classes, created_by, created_at"
 
 export const toServer = (row: ServerRow): McpServer => ({

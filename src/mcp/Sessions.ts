@@ -10,6 +10,7 @@ import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { AgentSessions } from "../agents/Sessions.ts"
 import { rowsOf } from "../platform/Rows.ts"
+import { type SessionAndServer, sessionAndServer } from "./SessionAndServer.ts"
 
 const SessionRows = rowsOf("mcp_sessions", Schema.Struct({ id: Schema.String, closed: Schema.Boolean }))
 const ElicitationRows = rowsOf("mcp_sessions", Schema.Struct({ url_elicitation: Schema.Boolean }))
@@ -29,8 +30,11 @@ export class McpSessions extends Context.Service<McpSessions, {
       readonly urlElicitation: boolean
     }
   ) => Effect.Effect<string>
-  /** Whether `id` is an open session of the organization. */
-  readonly isOpen: (orgId: string, id: string) => Effect.Effect<boolean>
+  /**
+   * Whether `id` is an open session of the organization and, when `serverName` is given (a
+   * `tools/call`), the organization's server of that name, read in the same statement.
+   */
+  readonly check: (orgId: string, id: string, serverName: string | undefined) => Effect.Effect<SessionAndServer>
   /** Ends the session; false when it is not an open session of the organization. */
   readonly close: (orgId: string, id: string) => Effect.Effect<boolean>
   /** Whether the session's client declared URL-mode elicitation (read only when a call goes pending). */
@@ -63,15 +67,10 @@ export class McpSessions extends Context.Service<McpSessions, {
         }
       )
 
-      const isOpen = (orgId: string, id: string) =>
+      const check = (orgId: string, id: string, serverName: string | undefined) =>
         SESSION_ID.test(id)
-          ? Effect.map(
-            SessionRows.one(
-              sql`SELECT id, closed_at IS NOT NULL AS closed FROM mcp_sessions WHERE id = ${id} AND org_id = ${orgId}`
-            ),
-            (row) => row !== undefined && !row.closed
-          )
-          : Effect.succeed(false)
+          ? sessionAndServer(sql, orgId, id, serverName)
+          : Effect.succeed({ open: false, server: undefined })
 
       const close = (orgId: string, id: string) =>
         SESSION_ID.test(id)
@@ -92,7 +91,7 @@ export class McpSessions extends Context.Service<McpSessions, {
           (row) => row?.url_elicitation === true
         )
 
-      return McpSessions.of({ open, isOpen, close, urlElicitation })
+      return McpSessions.of({ open, check, close, urlElicitation })
     })
   )
 }

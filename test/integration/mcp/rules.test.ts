@@ -52,6 +52,7 @@ const initialize = {
   params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
 }
 const listTools = { jsonrpc: "2.0", id: 2, method: "tools/list" }
+const callTool = { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "tools__echo", arguments: {} } }
 
 const textOf = (result: { content?: ReadonlyArray<unknown> }) =>
   (result.content ?? []).map((item) => (item as { text?: string }).text ?? "").join("")
@@ -79,12 +80,18 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
         const listed = yield* post(svc.baseUrl, org.key, listTools, { ...headers, "mcp-session-id": sessionId! })
         assert.strictEqual(listed.status, 200)
         yield* Effect.promise(() => listed.text())
-        // Another organization's key does not reach this session.
+        // A call naming a server the organization does not have, in an open session: an unknown tool.
+        const unknown = yield* post(svc.baseUrl, org.key, callTool, { ...headers, "mcp-session-id": sessionId! })
+        assert.strictEqual(unknown.status, 200)
+        assert.include(yield* Effect.promise(() => unknown.text()), "Unknown tool: tools__echo")
+        // Another organization's key does not reach this session, nor a call naming a server (checked together).
         const stranger = yield* SvcTest.org()
-        assert.strictEqual(
-          (yield* post(svc.baseUrl, stranger.key, listTools, { ...headers, "mcp-session-id": sessionId! })).status,
-          404
-        )
+        for (const body of [listTools, callTool]) {
+          assert.strictEqual(
+            (yield* post(svc.baseUrl, stranger.key, body, { ...headers, "mcp-session-id": sessionId! })).status,
+            404
+          )
+        }
         // The MCP session is an agent session of the organization.
         const session = yield* org.client.agentSessions.get({ params: { session_id: sessionId! }, query: {} })
         assert.strictEqual(session.id, sessionId)
@@ -95,10 +102,12 @@ layer(service, { excludeTestServices: true })("the MCP gateway's rules", (it) =>
           })
         )
         assert.strictEqual(ended.status, 200)
-        assert.strictEqual(
-          (yield* post(svc.baseUrl, org.key, listTools, { ...headers, "mcp-session-id": sessionId! })).status,
-          404
-        )
+        for (const body of [listTools, callTool]) {
+          assert.strictEqual(
+            (yield* post(svc.baseUrl, org.key, body, { ...headers, "mcp-session-id": sessionId! })).status,
+            404
+          )
+        }
         const get = yield* Effect.promise(() =>
           fetch(`${svc.baseUrl}/mcp`, { headers: { authorization: `Bearer ${org.key}` } })
         )
