@@ -81,7 +81,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       orgId = kept.orgId
       key = (await svc.cli<{ key: string }>("keys", "create", "--org", orgId, "--scopes", "org_config.read")).key
       endpoints.push(...kept.endpoints)
-      notes.push(`History of ${total} records loaded by an earlier run into ${keep} (BENCH_SEARCH_DATABASE).`)
+      notes.push(`History loaded by an earlier run into ${keep} (BENCH_SEARCH_DATABASE): ${kept.records} records now.`)
     } else {
       ;({ orgId, key } = await svc.provision())
       for (let e = 0; e < ENDPOINTS; e++) {
@@ -230,14 +230,15 @@ const loaded = async (client: BenchClient, total: number) => {
     `SELECT o.id, (SELECT count(*) FROM deliveries) AS records FROM orgs o WHERE o.name = 'bench'`
   )
   const row = org.rows[0]
-  if (org.rows.length !== 1 || Number(row!.records) < total) {
+  // The retention sweeper of an earlier run's svc pruned what finished over 30 days ago meanwhile: about 0.1 % an hour.
+  if (org.rows.length !== 1 || Number(row!.records) < total * 0.98) {
     throw new Error(`BENCH_SEARCH_DATABASE: no complete history of ${total} records there; drop it and run again`)
   }
   const endpoints = await client.query<{ id: string }>(
     `SELECT id FROM notification_endpoints WHERE org_id = $1 ORDER BY seq`,
     [row!.id]
   )
-  return { orgId: row!.id, endpoints: endpoints.rows.map((e) => e.id) }
+  return { orgId: row!.id, endpoints: endpoints.rows.map((e) => e.id), records: Number(row!.records) }
 }
 
 /** The history, by SQL. */
