@@ -23,7 +23,7 @@
  *   POST /v1/agent-sessions/:session_id/steps the step's INSERT and its approval's, one statement, always
  *                                             `pending` (what src/agents/StepStatement.ts writes for them)
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Exit, Layer, Option, Redacted, Schema, Scope, Stream } from "effect"
 import { HttpRouter, HttpServer, type HttpServerResponse } from "effect/http"

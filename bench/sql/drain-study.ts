@@ -24,7 +24,7 @@
  * does. CPU per delivery of the one server backend (its `schedstat`,
  * nanoseconds, read around each statement) or, on PGlite, of this process.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"

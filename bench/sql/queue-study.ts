@@ -43,7 +43,7 @@
  * cluster's: other work on it adds to the figure). Statements are prepared
  * per connection, as `@effect/sql-pg` does.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { Migrator, SqlClient } from "effect/sql"

@@ -25,7 +25,7 @@
  * connection) after one run to warm; a statement running past `--timeout`
  * (30 s) is reported as `Infinity`.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"

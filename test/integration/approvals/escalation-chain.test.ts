@@ -7,7 +7,7 @@
  * with one `escalation_group` before chains existed become chains of one
  * (migration 0860) and escalate as they did.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"

@@ -7,7 +7,7 @@
  * nothing of the version and only alters the rules, applies to the next
  * step at once.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"

@@ -4,7 +4,7 @@
  * admits it without asking the sender; a target without one has none.
  * Endpoints made before the column existed get theirs from their URL hint.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"

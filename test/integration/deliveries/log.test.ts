@@ -5,7 +5,7 @@
  * retries are written, and the cursor moves past what was settled. Each
  * test here fails if the log's rule it names is broken.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Redacted } from "effect"

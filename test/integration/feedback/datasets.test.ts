@@ -5,7 +5,7 @@
  * bytes, examples per dataset, promotes per minute) are answered with a
  * problem naming their setting.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"

@@ -4,7 +4,7 @@
  * latency, memory stays bounded and nothing accepted is lost; a lost
  * database worker is said at once, and the data survives it.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Duration, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { SqlClient } from "effect/sql"

@@ -4,7 +4,7 @@
  * namesakes and the new organization. `--json` prints `{"id","name","created_at"}`
  * on stdout either way, so scripts reading it keep working.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"

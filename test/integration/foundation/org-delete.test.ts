@@ -4,7 +4,7 @@
  * organization"): afterwards no table holds a row of it, its keys are
  * refused, and another organization keeps everything it had.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"

@@ -6,7 +6,7 @@
  * release's undispatched events to the cursor and keeps its dispatcher off
  * the new ones.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Redacted } from "effect"

@@ -5,7 +5,7 @@
  * sent to the organization's other endpoints that subscribed to them and
  * never to the endpoint they are about nor by default.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"

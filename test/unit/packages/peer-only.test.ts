@@ -26,4 +26,24 @@ describe("the packages the contributor install leaves out", () => {
     assert.include(peerOnly, "redis")
     assert.match(fs.readFileSync(path.join(root, ".npmrc"), "utf8"), /^omit=peer$/m)
   })
+
+  it("are never loaded: nothing imports @effect/platform-node's index, which loads its Redis module", () => {
+    const offenders: Array<string> = []
+    const walk = (dir: string) => {
+      for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+        const relative = path.join(dir, entry.name)
+        if (entry.isDirectory()) {
+          if (entry.name !== "node_modules" && entry.name !== "dist") walk(relative)
+        } else if (/\.(ts|tsx|js|mjs)$/.test(entry.name)) {
+          if (/from "@effect\/platform-node"/.test(fs.readFileSync(path.join(root, relative), "utf8"))) {
+            offenders.push(relative)
+          }
+        }
+      }
+    }
+    for (const dir of ["src", "test", "bench", "scripts", "examples", "packages", "console/src"]) {
+      if (fs.existsSync(path.join(root, dir))) walk(dir)
+    }
+    assert.deepStrictEqual(offenders, [])
+  })
 })
