@@ -222,7 +222,13 @@ export const refusalOf = (what: string, problem: Problem): RefusalValue => ({ wh
  * announced, and focused when it appears, so the browser scrolls to it and a
  * screen reader reads it.
  */
-export const Refusal = ({ id, refusal, onDismiss }: { id: string; refusal: RefusalValue | undefined; onDismiss?: () => void }) => {
+export const Refusal = ({ id, refusal, onDismiss, children }: {
+  id: string
+  refusal: RefusalValue | undefined
+  onDismiss?: () => void
+  /** Said after the reason, and announced when it changes, without moving the focus again. */
+  children?: ComponentChildren
+}) => {
   const ref = useRef<HTMLDivElement>(null)
   useEffect(() => {
     if (refusal !== undefined) ref.current?.focus()
@@ -240,6 +246,7 @@ export const Refusal = ({ id, refusal, onDismiss }: { id: string; refusal: Refus
                 ))}
               </ul>
             )}
+            {children}
           </div>
           {onDismiss && <button type="button" class="link" onClick={onDismiss}>Dismiss</button>}
         </div>

@@ -6,6 +6,7 @@
  * arguments before approving, or answers the agent instead.
  */
 import { afterAll, assert, beforeAll, it } from "vitest"
+import { screenshots } from "./layout.ts"
 import { checkAccessibility, describeBrowser, screenshot, signIn, startWorld, until, type World } from "./support.ts"
 
 let world: World
@@ -42,6 +43,27 @@ const requestApproval = async (
   })
   assert.strictEqual(step.body.decision, "pending", JSON.stringify(step.body))
   return step.body.approval_id as string
+}
+
+/** The id of the organization's stream event that requested this approval (read from its kept history). */
+const eventIdOf = async (approvalId: string): Promise<string> => {
+  const response = await fetch(`${world.baseUrl}/v1/agent-approvals/events/stream?after=0`, {
+    headers: { authorization: `Bearer ${world.adminKey}` }
+  })
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+  let text = ""
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) throw new Error(`the stream ended before approval ${approvalId} was requested in it`)
+      text += value
+      const found = new RegExp(`id: (\\d+)\\nevent: approval\\.requested\\ndata: \\{"approval_id":"${approvalId}"`)
+        .exec(text)
+      if (found) return found[1]!
+    }
+  } finally {
+    await reader.cancel()
+  }
 }
 
 describeBrowser("Approvals", () => {
@@ -293,6 +315,72 @@ describeBrowser("Approvals", () => {
     await otherRow.waitFor()
     assert.include(await otherRow.textContent(), "Planned restart.")
     assert.include(await otherRow.textContent(), "API key")
+    await done()
+  })
+  it("an approval closed elsewhere before the click keeps its card, saying so there with the focus, until dismissed", async () => {
+    const approvalId = await requestApproval("purge-cache", { region: "us" })
+    const requestedEvent = await eventIdOf(approvalId)
+    const { page, done } = await world.open()
+    // The stream's first connection ends at once (after the list loads); the next waits until released,
+    // then resumes after the approval's request (as a reconnection resumes after its last event): the
+    // closing below reaches the page first as the answer to its own Approve, then as the stream's event.
+    let release!: () => void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    let streams = 0
+    await page.route("**/v1/agent-approvals/events/stream", async (route) => {
+      if (++streams === 1) {
+        return route.fulfill({ status: 200, headers: { "content-type": "text/event-stream" }, body: "retry: 100\n\n" })
+      }
+      await released
+      await route.continue({ headers: { ...route.request().headers(), "last-event-id": requestedEvent } })
+    })
+    await signIn(page, await world.link("approver", "Alex Approver"))
+    const card = page.getByRole("listitem", { name: /purge-cache/ })
+    await card.waitFor()
+    await page.getByText("Reconnecting to the live stream…").waitFor()
+    const decided = await world.api("POST", `/v1/agent-approvals/${approvalId}/decision`, {
+      decision: "reject",
+      reason: "Done by hand."
+    })
+    assert.strictEqual(decided.status, 200, JSON.stringify(decided.body))
+
+    await card.getByRole("button", { name: "Approve" }).click()
+    const refusal = card.locator(".refusal")
+    await refusal.waitFor()
+    assert.strictEqual(
+      (await refusal.locator("p").first().textContent())?.trim(),
+      `Approve of purge-cache (deploy, approval ${approvalId}) refused. It was closed elsewhere meanwhile: it is rejected now; nothing was changed.`
+    )
+    assert.isTrue(
+      await refusal.evaluate((node) => node === document.activeElement),
+      "the focus is on the refusal in the card"
+    )
+    assert.strictEqual(await card.getByRole("button", { name: /^(Approve|Reject)$/ }).count(), 0)
+    assert.strictEqual(
+      await page.locator(".notice-slot").first().textContent(),
+      "",
+      "nothing is said at the top of the page"
+    )
+
+    // The stream's own event for it arrives: the card stays, now saying who closed it, and the focus stays.
+    release()
+    await page.getByText("Live: new and decided approvals appear here by themselves.").waitFor()
+    await refusal.getByText(/^It was rejected by .*: “Done by hand\.”$/).waitFor()
+    assert.isTrue(await refusal.evaluate((node) => node === document.activeElement), "the focus stayed")
+    assert.strictEqual(await page.locator(".notice-slot").first().textContent(), "")
+    assert.include(await card.locator(".countdown").textContent(), "never: it is closed")
+    assert.strictEqual(
+      await page.getByRole("navigation", { name: "Approvals views" }).getByRole("link", { name: /Pending/ })
+        .textContent(),
+      "Pending (0)"
+    )
+    await checkAccessibility(page, "a card closed elsewhere")
+    await screenshots(page, "approvals-closed-elsewhere")
+
+    await card.getByRole("button", { name: "Dismiss" }).click()
+    await card.waitFor({ state: "detached" })
+    await page.getByText("No approval is waiting for a decision.").waitFor()
+    assert.strictEqual((await world.api("GET", `/v1/agent-approvals/${approvalId}`)).body.status, "rejected")
     await done()
   })
 })

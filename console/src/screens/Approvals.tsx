@@ -38,11 +38,29 @@ const EVENTS = ["approval.requested", "approval.expiring", "approval.escalated",
 
 type Connection = "connecting" | "live" | "reconnecting"
 
+/**
+ * An approval this console tried to decide after it had closed elsewhere:
+ * its card stays where it was with the refusal, until the person dismisses
+ * it; the stream's later event for it adds who closed it (`event`).
+ */
+interface ClosedHere {
+  readonly item: Approval
+  readonly refusal: RefusalValue
+  readonly event?: Approval
+}
+
+/** How an approval closed, as its closing event says. */
+const closing = (item: Approval): string =>
+  item.status === "expired"
+    ? `It expired: ${item.timeout_action === "allow" ? "allowed" : "rejected"} by its timeout action.`
+    : `It was ${item.status} by ${deciderName(item.decided_by, item.key_names)}${item.decision_reason ? `: “${item.decision_reason}”` : "."}`
+
 export const Approvals = ({ session }: { session: ConsoleSession }) => {
   const [pending, setPending] = useState<ReadonlyMap<string, Approval>>(new Map())
   const [loaded, setLoaded] = useState(false)
   const [connection, setConnection] = useState<Connection>("connecting")
   const [notice, setNotice] = useState<NoticeValue | undefined>(undefined)
+  const [closedHere, setClosedHere] = useState<ReadonlyMap<string, ClosedHere>>(new Map())
   /** Approvals this console decided itself: their closing events are not news. */
   const mine = useRef(new Set<string>())
   const canDecide = has(session.scopes, "approvals.decide")
@@ -109,7 +127,13 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
         else next.delete(item.approval_id)
         return next
       })
-      if (item.status !== "pending") setClosedCount((n) => n + 1)
+      if (item.status !== "pending") {
+        setClosedCount((n) => n + 1)
+        setClosedHere((current) => {
+          const kept = current.get(item.approval_id)
+          return kept === undefined ? current : new Map(current).set(item.approval_id, { ...kept, event: item })
+        })
+      }
       if (item.status !== "pending" && news && !mine.current.has(item.approval_id)) {
         setNotice({
           tone: "info",
@@ -128,11 +152,21 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
     }
   }, [])
 
+  // The cards closed here stay in their place among the pending ones (a replayed request does not bring one back).
+  const waiting = useMemo(() => [...pending.values()].filter((item) => !closedHere.has(item.approval_id)), [pending, closedHere])
   const all = useMemo(
-    () => [...pending.values()].sort((a, b) => a.expires_at.localeCompare(b.expires_at)),
-    [pending]
+    () => [...waiting, ...[...closedHere.values()].map((kept) => kept.item)].sort((a, b) => a.expires_at.localeCompare(b.expires_at)),
+    [waiting, closedHere]
   )
-  const mineOnly = useMemo(() => all.filter((item) => assigned?.has(item.approval_id) === true), [all, assigned])
+  const mineOnly = useMemo(
+    () => all.filter((item) => closedHere.has(item.approval_id) || assigned?.has(item.approval_id) === true),
+    [all, assigned, closedHere]
+  )
+  const forget = (id: string) => setPending((current) => {
+    const next = new Map(current)
+    next.delete(id)
+    return next
+  })
   const items = only !== undefined ? all.filter((item) => item.approval_id === only) : view === "mine" ? mineOnly : all
 
   return (
@@ -146,13 +180,13 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
           event.preventDefault()
           setQuery({ view: undefined, approval: undefined })
         }}>
-          Pending{loaded ? ` (${all.length})` : ""}
+          Pending{loaded ? ` (${waiting.length})` : ""}
         </a>
         <a href="/console/approvals?view=mine" aria-current={view === "mine" ? "page" : undefined} onClick={(event) => {
           event.preventDefault()
           setQuery({ view: "mine", approval: undefined })
         }}>
-          Assigned to me{assigned !== undefined ? ` (${mineOnly.length})` : ""}
+          Assigned to me{assigned !== undefined ? ` (${mineOnly.filter((item) => !closedHere.has(item.approval_id)).length})` : ""}
         </a>
         <a href="/console/approvals?view=history" aria-current={view === "history" ? "page" : undefined} onClick={(event) => {
           event.preventDefault()
@@ -178,14 +212,11 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
                 canDecide={canDecide}
                 decider={session.actor}
                 assignedToMe={assigned === undefined ? undefined : assigned.has(item.approval_id)}
+                closed={closedHere.get(item.approval_id)}
                 onDecided={(decision) => {
                   mine.current.add(item.approval_id)
                   setClosedCount((n) => n + 1)
-                  setPending((current) => {
-                    const next = new Map(current)
-                    next.delete(item.approval_id)
-                    return next
-                  })
+                  forget(item.approval_id)
                   setNotice({ tone: "success", text: `${decision === "approve" ? "Approved" : "Rejected"}: ${item.tool} (${item.action_class}).` })
                 }}
                 onVoted={(snapshot) => {
@@ -195,14 +226,19 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
                     text: `Your approval is recorded: ${item.tool} (${item.action_class}) needs ${snapshot.approvals_remaining ?? 1} more from someone else.`
                   })
                 }}
-                onGone={(text) => {
-                  setPending((current) => {
+                onGone={(refusal) => {
+                  // Its closing event is said in the card, not at the top of the page.
+                  mine.current.add(item.approval_id)
+                  setClosedCount((n) => n + 1)
+                  forget(item.approval_id)
+                  setClosedHere((current) => new Map(current).set(item.approval_id, { item, refusal }))
+                }}
+                onDismiss={() =>
+                  setClosedHere((current) => {
                     const next = new Map(current)
                     next.delete(item.approval_id)
                     return next
-                  })
-                  setNotice({ tone: "warning", text })
-                }}
+                  })}
               />
             ))}
           </ul>
@@ -213,17 +249,20 @@ export const Approvals = ({ session }: { session: ConsoleSession }) => {
 }
 
 const ApprovalCard = (
-  { item, canDecide, decider, assignedToMe, onDecided, onVoted, onGone }: {
+  { item, canDecide, decider, assignedToMe, closed, onDecided, onVoted, onGone, onDismiss }: {
     item: Approval
     canDecide: boolean
     /** Who this console's decisions are recorded as (`console:<person>`). */
     decider: string
     /** Whether the approval is assigned to this person (`undefined`: not known yet). */
     assignedToMe: boolean | undefined
+    /** Closed elsewhere before this console's decision: the refusal replaces Approve and Reject. */
+    closed: ClosedHere | undefined
     onDecided: (decision: "approve" | "reject") => void
     /** A vote that left the approval pending (it needs more approvals). */
     onVoted: (snapshot: Partial<Approval>) => void
-    onGone: (text: string) => void
+    onGone: (refusal: RefusalValue) => void
+    onDismiss: () => void
   }
 ) => {
   const now = useNow()
@@ -269,7 +308,8 @@ const ApprovalCard = (
       return setRefusal({ what, why: `It is assigned to the reviewer group ${group}: only its members and their delegates decide it.` })
     }
     if (problem.code === "INVALID_TRANSITION" || problem.code === "NOT_FOUND") {
-      return onGone(`This approval was closed elsewhere meanwhile${problem.error?.status_now ? ` (${String(problem.error.status_now)})` : ""}; nothing was changed.`)
+      const now = problem.code === "NOT_FOUND" ? " and is no longer found" : problem.error?.status_now ? `: it is ${String(problem.error.status_now)} now` : ""
+      return onGone({ what, why: `It was closed elsewhere meanwhile${now}; nothing was changed.` })
     }
     setRefusal(refusalOf(what, problem))
   }
@@ -288,7 +328,7 @@ const ApprovalCard = (
         <div>
           <dt>{item.escalation === "pending" ? "Escalates in" : "Expires in"}</dt>
           <dd class="countdown" aria-live="off">
-            <time dateTime={item.deadline_at}>{left > 0 ? formatDuration(left) : "now"}</time>
+            {closed !== undefined ? "never: it is closed" : <time dateTime={item.deadline_at}>{left > 0 ? formatDuration(left) : "now"}</time>}
           </dd>
         </div>
         <div>
@@ -302,13 +342,18 @@ const ApprovalCard = (
       <Json value={item.arguments} label={`Arguments of ${item.tool}`} />
       <Votes item={item} />
       <EarlierSteps context={context} />
-      {canDecide && hasVoted(item, decider) && (
+      {closed !== undefined && (
+        <Refusal id={`refusal-${item.approval_id}`} refusal={closed.refusal} onDismiss={onDismiss}>
+          {closed.event && <p class="closed-by">{closing(closed.event)}</p>}
+        </Refusal>
+      )}
+      {closed === undefined && canDecide && hasVoted(item, decider) && (
         <p class="notice info voted">You voted on this approval. It waits for {item.approvals_remaining ?? 1} more approval{(item.approvals_remaining ?? 1) === 1 ? "" : "s"} from someone else.</p>
       )}
-      {canDecide && !hasVoted(item, decider) && item.assigned_group !== undefined && assignedToMe === false && (
+      {closed === undefined && canDecide && !hasVoted(item, decider) && item.assigned_group !== undefined && assignedToMe === false && (
         <p class="muted not-assigned">Only members of {item.assigned_group} (or their delegates) decide this approval.</p>
       )}
-      {canDecide && !hasVoted(item, decider) && (item.assigned_group === undefined || assignedToMe !== false) && (
+      {closed === undefined && canDecide && !hasVoted(item, decider) && (item.assigned_group === undefined || assignedToMe !== false) && (
         <>
           <ReasonField id={`reason-${item.approval_id}`} value={reason} onInput={setReason} disabled={decide.busy} />
           <EditFields
