@@ -379,7 +379,10 @@ describeBrowser("Telemetry", () => {
     collector.respond(() => Reply.ok())
     const before = collector.requests().length
     await failed.getByRole("button", { name: "Replay" }).click()
-    await page.getByText("Batch queued again: it is sent shortly.").waitFor()
+    // Said in the batch's row, where its Replay was; nothing at the top of the page.
+    await card.getByRole("row").getByRole("status").getByText("Batch queued again: it is sent shortly.").waitFor()
+    assert.notInclude(await page.locator(".notice-slot").first().textContent(), "queued again")
+    await screenshots(page, "telemetry-replayed")
     await Effect.runPromise(
       collector.waitFor((request) => request.index >= before && request.path === "/v1/traces", "20 seconds")
     )

@@ -214,6 +214,8 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
   /** The latest refusal of this card's Delete, said in the card; a refused Replay, in its batch's row. */
   const [refusal, setRefusal] = useState<RefusalValue | undefined>(undefined)
   const [replayRefused, setReplayRefused] = useState<{ readonly id: string; readonly refusal: RefusalValue } | undefined>(undefined)
+  /** The batch last queued again from its row: said there, beside its Replay. */
+  const [replayed, setReplayed] = useState<string | undefined>(undefined)
   const deliveriesAtom = useMemo(() => SvcApi.query("telemetry", "deliveries", { params: { id: destination.id }, query: {}, reactivityKeys: ["telemetry-deliveries"] }), [destination.id])
   const deliveries = useAtomValue(deliveriesAtom)
   useInterval(() => refresh(deliveriesAtom), 2000)
@@ -295,8 +297,9 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
                               disabled={replay.busy}
                               onClick={async () => {
                                 setReplayRefused(undefined)
+                                setReplayed(undefined)
                                 const exit = await replay.run({ params: { id: destination.id, delivery: delivery.id }, reactivityKeys: ["telemetry-deliveries"] })
-                                if (Exit.isSuccess(exit)) onNotice({ tone: "success", text: "Batch queued again: it is sent shortly." })
+                                if (Exit.isSuccess(exit)) setReplayed(delivery.id)
                                 else {
                                   const what = `Replay of the batch of ${delivery.span_count} spans made ${formatTime(delivery.created_at)}`
                                   setReplayRefused({ id: delivery.id, refusal: replayProblem(what, problemOf(exit.cause)) })
@@ -306,6 +309,9 @@ const Destination = ({ destination, onNotice }: { destination: TelemetryDestinat
                               Replay
                             </button>
                           )}
+                          <div class="refusal-slot" role="status">
+                            {replayed === delivery.id && <p class="notice success done">Batch queued again: it is sent shortly.</p>}
+                          </div>
                           <Refusal
                             id={`refusal-${delivery.id}`}
                             refusal={replayRefused?.id === delivery.id ? replayRefused.refusal : undefined}
