@@ -101,7 +101,10 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
 
     // Remove the key: Ana stays, her address untouched (still invited).
     await card.getByRole("button", { name: `Remove API key ${keyId} from payments-leads` }).click()
-    await page.getByRole("status").filter({ hasText: `API key ${keyId} removed from payments-leads.` }).waitFor()
+    // Said in the group's card, where its controls are; nothing at the top of the page.
+    await card.getByRole("status").filter({ hasText: `API key ${keyId} removed from payments-leads.` }).waitFor()
+    assert.notInclude(await page.locator(".notice-slot").first().textContent(), "removed from")
+    await screenshots(page, "reviewers-member-removed")
     await key.waitFor({ state: "detached" })
     assert.deepStrictEqual((await world.api("GET", "/v1/reviewer-groups/payments-leads")).body.members, [
       { console_user: "Ana Lima", email: "ana@example.com", email_status: "invited" }
@@ -124,7 +127,7 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     await screenshot(page, "reviewers-change-address")
     await editor.getByLabel("New address of Ana Lima").fill("ana.lima@example.com")
     await editor.getByRole("button", { name: "Save address" }).click()
-    await page.getByRole("status").filter({
+    await card.getByRole("status").filter({
       hasText:
         "Ana Lima is invited to use this address: it gets approval mail once they accept it themselves and confirm it."
     }).waitFor()
@@ -133,7 +136,7 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
 
     // Clear Ana's address.
     await card.getByRole("button", { name: "Clear address of Ana Lima" }).click()
-    await page.getByRole("status").filter({ hasText: "Address of Ana Lima cleared" }).waitFor()
+    await card.getByRole("status").filter({ hasText: "Address of Ana Lima cleared" }).waitFor()
     await ana.getByText("no address").waitFor()
 
     // A policy names the group: the API refuses the deletion and the card says why.

@@ -49,16 +49,19 @@ export const GroupCard = (
   const [issues, setIssues] = useState<ReadonlyArray<FieldIssue>>([])
   const [editing, setEditing] = useState<number | undefined>(undefined)
   const [confirming, setConfirming] = useState(false)
+  /** The outcome of the card's last change, said in the card beside its controls. */
+  const [said, setSaid] = useState<string | undefined>(undefined)
 
   /** Stores the group's new members; the outcome in words, or the problems next to the members. */
   const save = async (payload: GroupInput, done: (saved: ReviewerGroup) => string) => {
     const refused = checkGroup(group.name, payload)
     setIssues(refused)
+    setSaid(undefined)
     if (refused.length > 0) return
     const exit = await put.run({ params: { name: group.name }, payload, reactivityKeys: ["reviewer-groups"] })
     if (Exit.isSuccess(exit)) {
       setEditing(undefined)
-      return onNotice({ tone: "success", text: done(exit.value) })
+      return setSaid(done(exit.value))
     }
     setIssues(problemIssues(problemOf(exit.cause), describeProblem))
   }
@@ -159,7 +162,8 @@ export const GroupCard = (
           </div>
         )}
       <FieldProblems id={`${id}-problems`} issues={issues} lead={`${group.name} was not changed:`} />
-      <AddMember group={group} id={id} keyChoices={keyChoices} onNotice={onNotice} />
+      <div class="refusal-slot" role="status">{said !== undefined && <p class="notice success done">{said}</p>}</div>
+      <AddMember group={group} id={id} keyChoices={keyChoices} onDone={setSaid} />
       <div class="actions">
         <button type="button" class="danger" aria-label={`Delete group ${group.name}`} onClick={() => setConfirming(true)}>Delete group</button>
       </div>
@@ -226,7 +230,7 @@ const AddressEditor = (
 }
 
 const AddMember = (
-  { group, id, keyChoices, onNotice }: { group: ReviewerGroup; id: string; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
+  { group, id, keyChoices, onDone }: { group: ReviewerGroup; id: string; keyChoices: boolean; onDone: (text: string | undefined) => void }
 ) => {
   const [draft, setDraft] = useState<MemberDraft>(emptyMember)
   const [issues, setIssues] = useState<ReadonlyArray<FieldIssue>>([])
@@ -244,15 +248,13 @@ const AddMember = (
         const payload = addPayload(group.members, draft)
         const refused = checkGroup(group.name, payload)
         setIssues(refused)
+        onDone(undefined)
         if (refused.length > 0) return
         const exit = await put.run({ params: { name: group.name }, payload, reactivityKeys: ["reviewer-groups"] })
         if (Exit.isSuccess(exit)) {
           const added = reviewerText(memberInput(draft))
           setDraft(emptyMember())
-          return onNotice({
-            tone: "success",
-            text: draft.email.trim() === "" ? `${added} added to ${group.name}.` : `${added} added to ${group.name}; their address waits for confirmation.`
-          })
+          return onDone(draft.email.trim() === "" ? `${added} added to ${group.name}.` : `${added} added to ${group.name}; their address waits for confirmation.`)
         }
         setIssues(problemIssues(problemOf(exit.cause), describeProblem))
       }}
