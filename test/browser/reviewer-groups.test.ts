@@ -210,7 +210,9 @@ describeBrowser("Reviewers: groups, member addresses and delegations", () => {
     })
     await form.getByLabel("Ends").fill(ends)
     await form.getByRole("button", { name: "Delegate" }).click()
-    await page.getByRole("status").filter({ hasText: "Delegated to Ben Backup until" }).waitFor()
+    // Said under its Delegate button, not at the top of the page.
+    await form.getByRole("status").filter({ hasText: "Delegated to Ben Backup until" }).waitFor()
+    assert.notInclude(await page.locator(".notice-slot").first().textContent(), "Delegated")
     const row = page.getByRole("table", { name: "Delegations" }).getByRole("row").filter({ hasText: "Ben Backup" })
     await row.getByText("Ada Admin").waitFor()
     const keyRow = page.getByRole("table", { name: "Delegations" }).getByRole("row").filter({ hasText: keyId })

@@ -67,7 +67,7 @@ export const Delegations = (
         While a delegation lasts, its delegate decides the approvals assigned to every group of the person who delegated, under their own name
         and in that person's place: under a quorum their vote is the delegator's one vote.
       </p>
-      <NewDelegation session={session} keyChoices={keyChoices} onNotice={onNotice} />
+      <NewDelegation session={session} keyChoices={keyChoices} />
       <Loaded result={delegations} what="the delegations">
         {(value) =>
           value.delegations.length === 0
@@ -128,8 +128,10 @@ export const Delegations = (
 }
 
 const NewDelegation = (
-  { session, keyChoices, onNotice }: { session: ConsoleSession; keyChoices: boolean; onNotice: (notice: NoticeValue) => void }
+  { session, keyChoices }: { session: ConsoleSession; keyChoices: boolean }
 ) => {
+  /** The delegation just made, said under its Delegate button. */
+  const [made, setMade] = useState<string | undefined>(undefined)
   const [kind, setKind] = useState<MemberKind>("console_user")
   const [who, setWho] = useState("")
   const [starts, setStarts] = useState("")
@@ -147,12 +149,13 @@ const NewDelegation = (
         const payload = { delegate: delegateOf(kind, who), ...(startsAt === "" ? {} : { starts_at: startsAt }), ends_at: instantOf(ends) }
         const refused = ends.trim() === "" ? [{ field: "ends_at", message: "Choose when the delegation ends." }] : checkDelegation(payload)
         setIssues(refused)
+        setMade(undefined)
         if (refused.length > 0) return
         const exit = await create.run({ payload, reactivityKeys: ["delegations"] })
         if (Exit.isSuccess(exit)) {
           setWho("")
           setStarts("")
-          return onNotice({ tone: "success", text: `Delegated to ${personText(exit.value.delegate, exit.value.key_names)} until ${formatTime(exit.value.ends_at)}.` })
+          return setMade(`Delegated to ${personText(exit.value.delegate, exit.value.key_names)} until ${formatTime(exit.value.ends_at)}.`)
         }
         setIssues(problemIssues(problemOf(exit.cause), describeProblem))
       }}
@@ -190,6 +193,7 @@ const NewDelegation = (
       <p class="muted">In your browser's time zone; at most {MAX_DELEGATION_DAYS} days.</p>
       <FieldProblems id="new-delegation-problems" issues={issues} lead="Not delegated:" />
       <div class="actions"><button type="submit" class="primary" disabled={create.busy}>Delegate</button></div>
+      <div class="refusal-slot" role="status">{made !== undefined && <p class="notice success done">{made}</p>}</div>
     </form>
   )
 }
