@@ -60,8 +60,8 @@ export class RequestServer extends Server {
 }
 
 export const approvalElicitation = (options: {
-  /** Whether the session's client declared URL-mode elicitation (read when a call goes pending). */
-  readonly declared: Effect.Effect<boolean>
+  /** Whether the session's client declared URL-mode elicitation (read with the session's check). */
+  readonly declared: boolean
   readonly pageUrl: (approvalId: string) => string
   readonly tool: string
   readonly server: RequestServer
@@ -74,7 +74,7 @@ export const approvalElicitation = (options: {
 
   const waiting = (approval: ApprovalSnapshot) =>
     Effect.gen(function*() {
-      if (!(yield* options.declared)) return
+      if (!options.declared) return
       options.server.urlElicitation = true
       const params: ElicitRequestURLParams = {
         mode: "url",

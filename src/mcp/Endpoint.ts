@@ -18,7 +18,7 @@ import { Identity } from "../identity/Identity.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { type Caller, McpProtocol } from "./Protocol.ts"
 import { splitExposedName } from "./Servers.ts"
-import { McpSessions } from "./Sessions.ts"
+import { type ClientInfo, McpSessions } from "./Sessions.ts"
 
 export const MCP_PATH = "/mcp"
 const SESSION_HEADER = "mcp-session-id"
@@ -62,10 +62,7 @@ const messagesOf = (body: unknown): ReadonlyArray<unknown> => Array.isArray(body
 /** What an `initialize` says of its client: its protocol revision, name and whether it opens URLs for svc. */
 const initializeOf = (
   body: unknown
-):
-  | { readonly protocolVersion: string; readonly clientName: string | undefined; readonly urlElicitation: boolean }
-  | undefined =>
-{
+): ClientInfo | undefined => {
   for (const message of messagesOf(body)) {
     if (typeof message === "object" && message !== null && (message as { method?: unknown }).method === "initialize") {
       const params = (message as {
@@ -160,6 +157,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     const initialize = initializeOf(body)
     const sessionId = request.headers[SESSION_HEADER]
     let found: Caller["found"] = undefined
+    let urlElicitation = false
     if (initialize === undefined) {
       if (sessionId === undefined) {
         return rpcError(400, -32000, "Bad Request: the Mcp-Session-Id header is required; initialize first.")
@@ -168,11 +166,13 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       const checked = yield* sessions.check(principal.orgId, sessionId, called)
       if (!checked.open) return rpcError(404, -32001, "Session not found: initialize again.")
       if (called !== undefined) found = { name: called, server: checked.server }
+      urlElicitation = checked.urlElicitation
     }
     const server = yield* protocol.server({
       orgId: principal.orgId,
       sessionId: initialize === undefined ? sessionId : undefined,
-      found
+      found,
+      urlElicitation
     })
     const transport = new WebStandardStreamableHTTPServerTransport()
     // The body is read already (`parsedBody`): the transport needs the headers.

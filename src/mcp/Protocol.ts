@@ -27,7 +27,6 @@ import { SvcConfig } from "../platform/Config.ts"
 import { type FoundServer, McpCalls } from "./Calls.ts"
 import { approvalElicitation, RequestServer } from "./Elicitation.ts"
 import { actionClassOf, exposedName, McpServers } from "./Servers.ts"
-import { McpSessions } from "./Sessions.ts"
 import { Upstream } from "./Upstream.ts"
 
 /** The `_meta` key a client sets on `tools/call` to choose the call's `step_id` (its idempotency key). */
@@ -44,6 +43,8 @@ export interface Caller {
   readonly sessionId: string | undefined
   /** The server a `tools/call` names, read with the session's check (`SessionAndServer.ts`). */
   readonly found?: FoundServer | undefined
+  /** The session's client declared URL-mode elicitation (read with the session's check). */
+  readonly urlElicitation?: boolean | undefined
 }
 
 export class McpProtocol extends Context.Service<McpProtocol, {
@@ -56,7 +57,6 @@ export class McpProtocol extends Context.Service<McpProtocol, {
       const servers = yield* McpServers
       const upstream = yield* Upstream
       const calls = yield* McpCalls
-      const sessions = yield* McpSessions
       const config = yield* SvcConfig
       const baseUrl = yield* serviceBaseUrl
       // An elicitation's bookkeeping outlives the longest its call's stream stays open.
@@ -165,7 +165,6 @@ export class McpProtocol extends Context.Service<McpProtocol, {
             )
           }
           const progressToken = request.params._meta?.progressToken
-          const sessionId = caller.sessionId
           const answer = await run(
             calls.call({
               orgId: caller.orgId,
@@ -183,7 +182,7 @@ export class McpProtocol extends Context.Service<McpProtocol, {
                   }).catch(() => undefined)
                 ),
               approval: approvalElicitation({
-                declared: sessions.urlElicitation(caller.orgId, sessionId),
+                declared: caller.urlElicitation === true,
                 pageUrl: (approvalId) => approvalPageUrl(baseUrl(), approvalId),
                 tool: request.params.name,
                 server: mcp,

@@ -18,7 +18,7 @@ import { COLUMNS, type ServerRow, ServerRows } from "./Servers.ts"
 
 const SessionRows = rowsOf(
   "mcp_sessions",
-  Schema.Struct({ session_closed: Schema.Boolean, id: Schema.NullOr(Schema.String) })
+  Schema.Struct({ session_closed: Schema.Boolean, url_elicitation: Schema.Boolean, id: Schema.NullOr(Schema.String) })
 )
 
 const SERVER_COLUMNS = COLUMNS.split(", ").map((column) => `m.${column}`).join(", ")
@@ -26,6 +26,8 @@ const SERVER_COLUMNS = COLUMNS.split(", ").map((column) => `m.${column}`).join("
 export interface SessionAndServer {
   /** The session is an open session of the organization. */
   readonly open: boolean
+  /** The session's client declared URL-mode elicitation in its `initialize` (`Elicitation.ts`). */
+  readonly urlElicitation: boolean
   /** The organization's server named `serverName`; `undefined` when there is none, or no name was asked. */
   readonly server: ServerRow | undefined
 }
@@ -39,15 +41,18 @@ export const sessionAndServer = (
 ): Effect.Effect<SessionAndServer> =>
   Effect.gen(function*() {
     const rows = yield* Effect.orDie(sql`
-      SELECT s.closed_at IS NOT NULL AS session_closed, ${sql.literal(SERVER_COLUMNS)}
+      SELECT s.closed_at IS NOT NULL AS session_closed, s.url_elicitation, ${sql.literal(SERVER_COLUMNS)}
       FROM mcp_sessions s
       LEFT JOIN mcp_servers m ON m.org_id = s.org_id AND m.name = ${serverName ?? null}
       WHERE s.id = ${id} AND s.org_id = ${orgId}
     `)
     const session = yield* SessionRows.one(Effect.succeed(rows))
-    if (session === undefined || session.session_closed) return { open: false, server: undefined }
+    if (session === undefined || session.session_closed) {
+      return { open: false, urlElicitation: false, server: undefined }
+    }
     return {
       open: true,
+      urlElicitation: session.url_elicitation,
       server: session.id === null ? undefined : yield* ServerRows.one(Effect.succeed(rows))
     }
   })

@@ -13,22 +13,24 @@ import { rowsOf } from "../platform/Rows.ts"
 import { type SessionAndServer, sessionAndServer } from "./SessionAndServer.ts"
 
 const SessionRows = rowsOf("mcp_sessions", Schema.Struct({ id: Schema.String, closed: Schema.Boolean }))
-const ElicitationRows = rowsOf("mcp_sessions", Schema.Struct({ url_elicitation: Schema.Boolean }))
 
 /** An MCP session id as svc makes them (a UUID); anything else names no session. */
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/** What an `initialize` says of its client. */
+export interface ClientInfo {
+  readonly protocolVersion: string
+  readonly clientName: string | undefined
+  /** The client declared `capabilities.elicitation.url`. */
+  readonly urlElicitation: boolean
+}
 
 export class McpSessions extends Context.Service<McpSessions, {
   /** A new session of the organization's key; answers its id. */
   readonly open: (
     orgId: string,
     keyId: string,
-    client: {
-      readonly protocolVersion: string
-      readonly clientName: string | undefined
-      /** The client declared `capabilities.elicitation.url`. */
-      readonly urlElicitation: boolean
-    }
+    client: ClientInfo
   ) => Effect.Effect<string>
   /**
    * Whether `id` is an open session of the organization and, when `serverName` is given (a
@@ -37,8 +39,6 @@ export class McpSessions extends Context.Service<McpSessions, {
   readonly check: (orgId: string, id: string, serverName: string | undefined) => Effect.Effect<SessionAndServer>
   /** Ends the session; false when it is not an open session of the organization. */
   readonly close: (orgId: string, id: string) => Effect.Effect<boolean>
-  /** Whether the session's client declared URL-mode elicitation (read only when a call goes pending). */
-  readonly urlElicitation: (orgId: string, id: string) => Effect.Effect<boolean>
 }>()("svc/mcp/McpSessions") {
   static readonly layer = Layer.effect(
     McpSessions,
@@ -50,11 +50,7 @@ export class McpSessions extends Context.Service<McpSessions, {
         function*(
           orgId: string,
           keyId: string,
-          client: {
-            readonly protocolVersion: string
-            readonly clientName: string | undefined
-            readonly urlElicitation: boolean
-          }
+          client: ClientInfo
         ) {
           const session = yield* agents.create(orgId, {}).pipe(Effect.orDie)
           yield* sql`
@@ -70,7 +66,7 @@ export class McpSessions extends Context.Service<McpSessions, {
       const check = (orgId: string, id: string, serverName: string | undefined) =>
         SESSION_ID.test(id)
           ? sessionAndServer(sql, orgId, id, serverName)
-          : Effect.succeed({ open: false, server: undefined })
+          : Effect.succeed({ open: false, urlElicitation: false, server: undefined })
 
       const close = (orgId: string, id: string) =>
         SESSION_ID.test(id)
@@ -83,15 +79,7 @@ export class McpSessions extends Context.Service<McpSessions, {
           )
           : Effect.succeed(false)
 
-      const urlElicitation = (orgId: string, id: string) =>
-        Effect.map(
-          ElicitationRows.one(
-            sql`SELECT url_elicitation FROM mcp_sessions WHERE id = ${id} AND org_id = ${orgId}`
-          ),
-          (row) => row?.url_elicitation === true
-        )
-
-      return McpSessions.of({ open, check, close, urlElicitation })
+      return McpSessions.of({ open, check, close })
     })
   )
 }
