@@ -399,13 +399,14 @@ layer(Svc, { excludeTestServices: true })("telemetry export", (it) => {
         const { org, collector, id } = yield* withCollector()
         collector.enqueue(Reply.status(503, { headers: { "retry-after": "3" } }))
         yield* traffic(org)
-        const { deliveries } = yield* waitForDeliveries(
-          org,
-          id,
-          (list) => list.some((d) => d.status === "pending" && d.attempts === 1)
-        )
-        const pending = deliveries.find((d) => d.status === "pending")!
-        assert.include(pending.last_error ?? "", "503")
+        // Later batches of the traffic may be queued behind it and claimed
+        // (pending, one attempt, no error yet): the stored retry is the one
+        // with an error.
+        const retrying = (d: { status: string; attempts: number; last_error: string | null }) =>
+          d.status === "pending" && d.attempts === 1 && d.last_error !== null
+        const { deliveries } = yield* waitForDeliveries(org, id, (list) => list.some(retrying))
+        const pending = deliveries.find(retrying)!
+        assert.include(pending.last_error, "503")
         const [row] = yield* svc.sql<
           { payload: string | null }
         >`SELECT payload FROM deliveries WHERE id = ${pending.id}`
