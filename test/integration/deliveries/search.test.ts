@@ -176,7 +176,12 @@ layer(QueueLive, { excludeTestServices: true })("delivery log search", (it) => {
             at + 600_000
           )} WHERE id = ${id} AND finished_at IS NOT NULL`
         }
-        yield* sql`UPDATE delivery_outcomes SET at = ${new Date(BASE + 30 * 3_600_000)} WHERE org_id IN ${sql.in(orgs)}`
+        // A logged batch's outcome row finishes its rows together: ten minutes after the last of them was created.
+        yield* sql`
+          UPDATE delivery_outcomes o SET at = (
+            SELECT max(d.created_at) + interval '10 minutes' FROM deliveries d
+            WHERE d.target_id = o.target_id AND d.seq = ANY(o.seqs)
+          ) WHERE o.org_id IN ${sql.in(orgs)}`
 
         const rows = yield* sql<{
           id: string
@@ -207,6 +212,8 @@ layer(QueueLive, { excludeTestServices: true })("delivery log search", (it) => {
             finishedAt: row.finished_at === null ? null : new Date(row.finished_at).getTime()
           }
         })
+        // Data is consistent: nothing finishes before it was created.
+        assert.isTrue(records.every((x) => x.finishedAt === null || x.finishedAt >= x.createdAt))
         // Every status and the status codes the filters ask for occur.
         for (const status of ["queued", "sending", "retrying", "delivered", "failed"] as const) {
           assert.isTrue(records.some((x) => x.status === status), status)
@@ -276,6 +283,23 @@ layer(QueueLive, { excludeTestServices: true })("delivery log search", (it) => {
           if (expected.length > 0) nonEmpty++
         }
         assert.isAtLeast(nonEmpty, 40, "most combinations match something")
+
+        // Another organization naming this organization's endpoint finds nothing, whatever else it asks.
+        for (
+          const filters of [{}, { statuses: ["delivered"] }, { createdFrom: hour(0) }, { label: "test*" }] as const
+        ) {
+          for (const targetId of targets[0]) {
+            const page = yield* queue.searchPage(mac, { orgId: orgs[1], list: "deliveries", filters: ["f"] }, {
+              orgId: orgs[1],
+              kind: "webhook",
+              scan: 10_000,
+              targetId,
+              ...filters
+            }, { limit: 9 })
+            assert.deepStrictEqual(page.items, [], targetId)
+            assert.isNull(page.next_cursor)
+          }
+        }
 
         // A cursor is refused by another organization, another list's filters, or edited.
         const first = yield* queue.searchPage(mac, { orgId: orgs[0], list: "deliveries", filters: ["a"] }, {
