@@ -5,9 +5,8 @@
  * the step then show.
  */
 import { Schema } from "effect"
-import { HttpApiError } from "effect/http-api"
 import { JsonObject, JsonValue, Text } from "./Common.ts"
-import { FieldIssue, limitFields, problemType } from "./Errors.ts"
+import { FieldIssue, limitFields, Problem } from "./Errors.ts"
 
 export const ArgumentsSchema = JsonObject.annotate({
   description:
@@ -129,23 +128,21 @@ export const EditStepFields = {
 }
 
 /** Edited arguments that do not fit the action class's `arguments_schema`, or edits where it declares none. */
-export class ArgumentsShapeMismatch extends HttpApiError.Problem<ArgumentsShapeMismatch>()("ArgumentsShapeMismatch", {
-  type: problemType("ARGUMENTS_SHAPE_MISMATCH"),
+export class ArgumentsShapeMismatch extends Problem<ArgumentsShapeMismatch>()("ArgumentsShapeMismatch", {
+  code: "ARGUMENTS_SHAPE_MISMATCH",
   status: 422,
   title: "The edited arguments do not fit the action class's arguments schema"
 }, {
-  code: Schema.tag("ARGUMENTS_SHAPE_MISMATCH"),
   field: Schema.String,
   errors: Schema.Array(FieldIssue)
 }) {}
 
 /** Edited arguments whose check against the arguments schema went over the time or memory budget. */
-export class ArgumentsTooComplex extends HttpApiError.Problem<ArgumentsTooComplex>()("ArgumentsTooComplex", {
-  type: problemType("ARGUMENTS_TOO_COMPLEX"),
+export class ArgumentsTooComplex extends Problem<ArgumentsTooComplex>()("ArgumentsTooComplex", {
+  code: "ARGUMENTS_TOO_COMPLEX",
   status: 422,
   title: "Checking the edited arguments against the arguments schema went over its budget"
 }, {
-  code: Schema.tag("ARGUMENTS_TOO_COMPLEX"),
   field: Schema.String,
   ...limitFields
 }) {}

@@ -10,13 +10,13 @@
  * group member's mail went to.
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiError, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { ArgumentsShapeMismatch, ArgumentsTooComplex, decisionOf } from "./ApprovalEdits.ts"
 import { ApprovalContext, DecisionReason } from "./Approvals.ts"
 import { NotAssigned } from "./Assignment.ts"
 import { Text, Timestamp } from "./Common.ts"
 import { documented } from "./Documentation.ts"
-import { CrossSiteRequest, InvalidTransition, problemType, ValidationBusy } from "./Errors.ts"
+import { CrossSiteRequest, InvalidTransition, Problem, ValidationBusy } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
 import { AlreadyVoted, PersonRequired } from "./Votes.ts"
 
@@ -38,23 +38,17 @@ export const ApprovalLinkView = Schema.Struct({
 })
 export type ApprovalLinkView = typeof ApprovalLinkView.Type
 
-export class ApprovalLinkInvalid extends HttpApiError.Problem<ApprovalLinkInvalid>()("ApprovalLinkInvalid", {
-  type: problemType("APPROVAL_LINK_INVALID"),
+export class ApprovalLinkInvalid extends Problem<ApprovalLinkInvalid>()("ApprovalLinkInvalid", {
+  code: "APPROVAL_LINK_INVALID",
   status: 404,
   title: "This is not the link of an approval of this service"
-}, {
-  code: Schema.tag("APPROVAL_LINK_INVALID")
 }) {}
 
-export class ReviewerAddressReplaced
-  extends HttpApiError.Problem<ReviewerAddressReplaced>()("ReviewerAddressReplaced", {
-    type: problemType("REVIEWER_ADDRESS_REPLACED"),
-    status: 410,
-    title: "The address this link was mailed to is no longer the organization's reviewer address"
-  }, {
-    code: Schema.tag("REVIEWER_ADDRESS_REPLACED")
-  })
-{}
+export class ReviewerAddressReplaced extends Problem<ReviewerAddressReplaced>()("ReviewerAddressReplaced", {
+  code: "REVIEWER_ADDRESS_REPLACED",
+  status: 410,
+  title: "The address this link was mailed to is no longer the organization's reviewer address"
+}, {}) {}
 
 const ConfirmationToken = Text.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({
   description: "The secret of the confirmation mail's link: the part after `#` in `/console/confirm-address#<token>`"
@@ -75,35 +69,27 @@ const ReviewerAddressConfirmed = Schema.Struct({
   })
 })
 
-export class ConfirmationLinkInvalid
-  extends HttpApiError.Problem<ConfirmationLinkInvalid>()("ConfirmationLinkInvalid", {
-    type: problemType("CONFIRMATION_LINK_INVALID"),
-    status: 404,
-    title: "This is not the confirmation link of a reviewer address of this service"
-  }, {
-    code: Schema.tag("CONFIRMATION_LINK_INVALID")
-  })
-{}
+export class ConfirmationLinkInvalid extends Problem<ConfirmationLinkInvalid>()("ConfirmationLinkInvalid", {
+  code: "CONFIRMATION_LINK_INVALID",
+  status: 404,
+  title: "This is not the confirmation link of a reviewer address of this service"
+}, {}) {}
 
-export class ConfirmationLinkUsed extends HttpApiError.Problem<ConfirmationLinkUsed>()("ConfirmationLinkUsed", {
-  type: problemType("CONFIRMATION_LINK_USED"),
+export class ConfirmationLinkUsed extends Problem<ConfirmationLinkUsed>()("ConfirmationLinkUsed", {
+  code: "CONFIRMATION_LINK_USED",
   status: 410,
   title: "The confirmation link was already used"
 }, {
-  code: Schema.tag("CONFIRMATION_LINK_USED"),
   used_at: Timestamp
 }) {}
 
-export class ConfirmationLinkExpired
-  extends HttpApiError.Problem<ConfirmationLinkExpired>()("ConfirmationLinkExpired", {
-    type: problemType("CONFIRMATION_LINK_EXPIRED"),
-    status: 410,
-    title: "The confirmation link has expired"
-  }, {
-    code: Schema.tag("CONFIRMATION_LINK_EXPIRED"),
-    expired_at: Timestamp
-  })
-{}
+export class ConfirmationLinkExpired extends Problem<ConfirmationLinkExpired>()("ConfirmationLinkExpired", {
+  code: "CONFIRMATION_LINK_EXPIRED",
+  status: 410,
+  title: "The confirmation link has expired"
+}, {
+  expired_at: Timestamp
+}) {}
 
 export class ApprovalLinksApi extends HttpApiGroup.make("approvalLinks")
   .add(

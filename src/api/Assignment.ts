@@ -5,9 +5,8 @@
  * name them; approvals show them.
  */
 import { Schema } from "effect"
-import { HttpApiError } from "effect/http-api"
 import { Text } from "./Common.ts"
-import { problemType } from "./Errors.ts"
+import { Problem } from "./Errors.ts"
 
 /** A reviewer group's name: what policies, rules and approvals call it. */
 export const GroupName = Text.check(
@@ -100,11 +99,10 @@ export const AssignedToQuery = Schema.optionalKey(
 )
 
 /** A decision by someone outside the approval's assigned group (nor a member's active delegate). */
-export class NotAssigned extends HttpApiError.Problem<NotAssigned>()("NotAssigned", {
-  type: problemType("NOT_ASSIGNED"),
+export class NotAssigned extends Problem<NotAssigned>()("NotAssigned", {
+  code: "NOT_ASSIGNED",
   status: 403,
   title: "The approval is assigned to a reviewer group this decider is not in"
 }, {
-  code: Schema.tag("NOT_ASSIGNED"),
   assigned_group: Schema.String.annotate({ description: "The group the approval is assigned to" })
 }) {}

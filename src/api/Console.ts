@@ -6,7 +6,7 @@
  * posted here only when the person presses "Sign in".
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Text, Timestamp, Uuid } from "./Common.ts"
 import { documented, notFound } from "./Documentation.ts"
 import {
@@ -15,7 +15,7 @@ import {
   InvalidRequest,
   LimitReached,
   NotFound,
-  problemType,
+  Problem,
   Unauthenticated
 } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
@@ -64,29 +64,25 @@ export const ConsoleSessionSummary = Schema.Struct({
 })
 export type ConsoleSessionSummary = typeof ConsoleSessionSummary.Type
 
-export class LinkInvalid extends HttpApiError.Problem<LinkInvalid>()("LinkInvalid", {
-  type: problemType("LINK_INVALID"),
+export class LinkInvalid extends Problem<LinkInvalid>()("LinkInvalid", {
+  code: "LINK_INVALID",
   status: 400,
   title: "This is not a sign-in link of this service"
-}, {
-  code: Schema.tag("LINK_INVALID")
 }) {}
 
-export class LinkUsed extends HttpApiError.Problem<LinkUsed>()("LinkUsed", {
-  type: problemType("LINK_USED"),
+export class LinkUsed extends Problem<LinkUsed>()("LinkUsed", {
+  code: "LINK_USED",
   status: 410,
   title: "The sign-in link was already used"
 }, {
-  code: Schema.tag("LINK_USED"),
   used_at: Schema.optionalKey(Timestamp)
 }) {}
 
-export class LinkExpired extends HttpApiError.Problem<LinkExpired>()("LinkExpired", {
-  type: problemType("LINK_EXPIRED"),
+export class LinkExpired extends Problem<LinkExpired>()("LinkExpired", {
+  code: "LINK_EXPIRED",
   status: 410,
   title: "The sign-in link has expired"
 }, {
-  code: Schema.tag("LINK_EXPIRED"),
   expired_at: Schema.optionalKey(Timestamp)
 }) {}
 

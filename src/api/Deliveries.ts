@@ -1,31 +1,24 @@
 /** Errors shared by both delivery kinds (webhook deliveries, telemetry batches). */
 import { Schema } from "effect"
-import { HttpApiError } from "effect/http-api"
-import { problemType } from "./Errors.ts"
+import { Problem } from "./Errors.ts"
 
-export class NotReplayable extends HttpApiError.Problem<NotReplayable>()("NotReplayable", {
-  type: problemType("NOT_REPLAYABLE"),
+export class NotReplayable extends Problem<NotReplayable>()("NotReplayable", {
+  code: "NOT_REPLAYABLE",
   status: 409,
   title: "The delivery cannot be replayed"
 }, {
-  code: Schema.tag("NOT_REPLAYABLE"),
   delivery_status: Schema.optionalKey(Schema.String)
 }) {}
 
-export class QueueFull extends HttpApiError.Problem<QueueFull>()("QueueFull", {
-  type: problemType("QUEUE_FULL"),
-  status: 409,
-  title: "The delivery queue is full"
-}, {
-  code: Schema.tag("QUEUE_FULL")
-}) {}
+export class QueueFull
+  extends Problem<QueueFull>()("QueueFull", { code: "QUEUE_FULL", status: 409, title: "The delivery queue is full" })
+{}
 
-export class InvalidUrl extends HttpApiError.Problem<InvalidUrl>()("InvalidUrl", {
-  type: problemType("INVALID_URL"),
+export class InvalidUrl extends Problem<InvalidUrl>()("InvalidUrl", {
+  code: "INVALID_URL",
   status: 400,
   title: "The URL is not an allowed public HTTPS address"
 }, {
-  code: Schema.tag("INVALID_URL"),
   field: Schema.optionalKey(Schema.String)
 }) {}
 

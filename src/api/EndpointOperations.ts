@@ -5,9 +5,8 @@
  * address (docs/webhooks.md). The routes are in `Notifications.ts`.
  */
 import { Schema } from "effect"
-import { HttpApiError } from "effect/http-api"
 import { EmailAddress, Instant, Timestamp } from "./Common.ts"
-import { problemType } from "./Errors.ts"
+import { Problem } from "./Errors.ts"
 import { EventTypeName } from "./WebhookDeliveries.ts"
 
 export const TestDelivery = Schema.Struct({
@@ -25,12 +24,11 @@ export const TestDelivered = Schema.Struct({
 })
 
 /** A test delivery the receiver did not accept: its status or the network error, never its body. */
-export class DeliveryFailed extends HttpApiError.Problem<DeliveryFailed>()("DeliveryFailed", {
-  type: problemType("DELIVERY_FAILED"),
+export class DeliveryFailed extends Problem<DeliveryFailed>()("DeliveryFailed", {
+  code: "DELIVERY_FAILED",
   status: 502,
   title: "The receiver did not accept the test delivery"
 }, {
-  code: Schema.tag("DELIVERY_FAILED"),
   receiver_status: Schema.optionalKey(
     Schema.Int.annotate({ description: "The receiver's HTTP status, when it answered" })
   ),

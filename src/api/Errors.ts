@@ -13,6 +13,34 @@ export const problemType = <const Code extends string>(code: Code) =>
   `urn:svc:problem:${code.toLowerCase().replaceAll("_", "-")}` as `urn:svc:problem:${string}`
 
 /**
+ * A problem class of svc: `HttpApiError.Problem` whose `type` URI and `code`
+ * member both come from the one spec code, so they cannot disagree.
+ */
+export const Problem = <Self>() =>
+<
+  const Tag extends string,
+  const Code extends string,
+  const Status extends number,
+  const Fields extends HttpApiError.ProblemExtensionFields = {}
+>(
+  tag: Tag,
+  declaration: { readonly code: Code; readonly status: Status; readonly title: string },
+  fields?: Fields
+) =>
+  HttpApiError.Problem<Self>()(
+    tag,
+    { type: problemType(declaration.code), status: declaration.status, title: declaration.title },
+    { code: Schema.tag(declaration.code), ...fields }
+  ) as unknown as HttpApiError.ProblemClass<
+    Self,
+    Tag,
+    `urn:svc:problem:${string}`,
+    Status,
+    { readonly code: Schema.tag<Code> } & Fields,
+    {}
+  >
+
+/**
  * Problems the server makes itself (body over the limit, wrong content type,
  * a defect) also carry the request id, as in the `x-request-id` header.
  */
@@ -26,12 +54,11 @@ export const FieldIssue = Schema.Struct({
   message: Schema.String
 })
 
-export class InvalidRequest extends HttpApiError.Problem<InvalidRequest>()("InvalidRequest", {
-  type: problemType("INVALID_REQUEST"),
+export class InvalidRequest extends Problem<InvalidRequest>()("InvalidRequest", {
+  code: "INVALID_REQUEST",
   status: 400,
   title: "The request is invalid"
 }, {
-  code: Schema.tag("INVALID_REQUEST"),
   field: Schema.optionalKey(Schema.String),
   errors: Schema.optionalKey(Schema.Array(FieldIssue))
 }) {}
@@ -41,12 +68,11 @@ export class InvalidRequest extends HttpApiError.Problem<InvalidRequest>()("Inva
  * break a rule (`src/outbound/HeaderRules.ts`); `field` names the header,
  * never its value.
  */
-export class InvalidHeaders extends HttpApiError.Problem<InvalidHeaders>()("InvalidHeaders", {
-  type: problemType("INVALID_HEADERS"),
+export class InvalidHeaders extends Problem<InvalidHeaders>()("InvalidHeaders", {
+  code: "INVALID_HEADERS",
   status: 400,
   title: "The headers are not accepted"
 }, {
-  code: Schema.tag("INVALID_HEADERS"),
   field: Schema.optionalKey(Schema.String.annotate({ description: "The first refused header, e.g. `headers.Host`" })),
   errors: Schema.optionalKey(
     Schema.Array(FieldIssue).annotate({ description: "Every refused header, each with its reason" })
@@ -69,20 +95,17 @@ export const headersRefused = (verdict: {
       }.`
   })
 
-export class Unauthenticated extends HttpApiError.Problem<Unauthenticated>()("Unauthenticated", {
-  type: problemType("UNAUTHENTICATED"),
+export class Unauthenticated extends Problem<Unauthenticated>()("Unauthenticated", {
+  code: "UNAUTHENTICATED",
   status: 401,
   title: "Missing, unknown or revoked API key"
-}, {
-  code: Schema.tag("UNAUTHENTICATED")
 }) {}
 
-export class InsufficientScope extends HttpApiError.Problem<InsufficientScope>()("InsufficientScope", {
-  type: problemType("INSUFFICIENT_SCOPE"),
+export class InsufficientScope extends Problem<InsufficientScope>()("InsufficientScope", {
+  code: "INSUFFICIENT_SCOPE",
   status: 403,
   title: "The API key lacks the scope this operation needs"
 }, {
-  code: Schema.tag("INSUFFICIENT_SCOPE"),
   required_scope: Schema.String
 }) {}
 
@@ -91,30 +114,22 @@ export class InsufficientScope extends HttpApiError.Problem<InsufficientScope>()
  * lacks the `X-Svc-Console` header or comes from another site (`Origin`,
  * `Sec-Fetch-Site: cross-site`). Bearer-key requests never get it.
  */
-export class CrossSiteRequest extends HttpApiError.Problem<CrossSiteRequest>()("CrossSiteRequest", {
-  type: problemType("CROSS_SITE_REQUEST"),
+export class CrossSiteRequest extends Problem<CrossSiteRequest>()("CrossSiteRequest", {
+  code: "CROSS_SITE_REQUEST",
   status: 403,
   title: "A console request that changes state must come from the console itself"
-}, {
-  code: Schema.tag("CROSS_SITE_REQUEST")
 }) {}
 
-export class NotFound extends HttpApiError.Problem<NotFound>()("NotFound", {
-  type: problemType("NOT_FOUND"),
-  status: 404,
-  title: "Not found"
-}, {
-  code: Schema.tag("NOT_FOUND"),
+export class NotFound extends Problem<NotFound>()("NotFound", { code: "NOT_FOUND", status: 404, title: "Not found" }, {
   // The router's own 404 (no such route) is made by the server, like a 413.
   request_id: RequestIdMember
 }) {}
 
-export class InvalidTransition extends HttpApiError.Problem<InvalidTransition>()("InvalidTransition", {
-  type: problemType("INVALID_TRANSITION"),
+export class InvalidTransition extends Problem<InvalidTransition>()("InvalidTransition", {
+  code: "INVALID_TRANSITION",
   status: 409,
   title: "The resource is not in a state that allows this"
 }, {
-  code: Schema.tag("INVALID_TRANSITION"),
   status_now: Schema.optionalKey(Schema.String)
 }) {}
 
@@ -133,12 +148,11 @@ export const limitFields = {
  * every other limit. `limit_bytes` (the same number) is kept for clients
  * written against 0.1.0 and is deprecated.
  */
-export class PayloadTooLarge extends HttpApiError.Problem<PayloadTooLarge>()("PayloadTooLarge", {
-  type: problemType("PAYLOAD_TOO_LARGE"),
+export class PayloadTooLarge extends Problem<PayloadTooLarge>()("PayloadTooLarge", {
+  code: "PAYLOAD_TOO_LARGE",
   status: 413,
   title: "The request body is over the limit"
 }, {
-  code: Schema.tag("PAYLOAD_TOO_LARGE"),
   ...limitFields,
   limit_bytes: Schema.optionalKey(Schema.Finite.annotate({
     description: "Deprecated: the same number as `limit_value`, which to read instead"
@@ -146,12 +160,11 @@ export class PayloadTooLarge extends HttpApiError.Problem<PayloadTooLarge>()("Pa
   request_id: RequestIdMember
 }) {}
 
-export class UnsupportedMediaType extends HttpApiError.Problem<UnsupportedMediaType>()("UnsupportedMediaType", {
-  type: problemType("UNSUPPORTED_MEDIA_TYPE"),
+export class UnsupportedMediaType extends Problem<UnsupportedMediaType>()("UnsupportedMediaType", {
+  code: "UNSUPPORTED_MEDIA_TYPE",
   status: 415,
   title: "The request body must be application/json"
 }, {
-  code: Schema.tag("UNSUPPORTED_MEDIA_TYPE"),
   request_id: RequestIdMember
 }) {}
 
@@ -168,75 +181,67 @@ export class InternalError extends HttpApiError.Problem<InternalError>()("Intern
  * The database cannot be reached for the moment (or `/ready` is not
  * ready): nothing was done; retry after the `Retry-After` header's seconds.
  */
-export class ServiceUnavailable extends HttpApiError.Problem<ServiceUnavailable>()("ServiceUnavailable", {
-  type: problemType("SERVICE_UNAVAILABLE"),
+export class ServiceUnavailable extends Problem<ServiceUnavailable>()("ServiceUnavailable", {
+  code: "SERVICE_UNAVAILABLE",
   status: 503,
   title: "The service is temporarily unavailable"
-}, {
-  code: Schema.tag("SERVICE_UNAVAILABLE")
 }) {}
 
 /** A per-organization collection is full (endpoints, approval policies, tasks...). */
-export class LimitReached extends HttpApiError.Problem<LimitReached>()("LimitReached", {
-  type: problemType("LIMIT_REACHED"),
+export class LimitReached extends Problem<LimitReached>()("LimitReached", {
+  code: "LIMIT_REACHED",
   status: 409,
   title: "The organization has reached a limit of this resource"
 }, {
-  code: Schema.tag("LIMIT_REACHED"),
   ...limitFields
 }) {}
 
 /** A policy's rules over a documented size or complexity limit (`field` names the rule: `rules[2].condition`). */
-export class PolicyRulesTooComplex extends HttpApiError.Problem<PolicyRulesTooComplex>()("PolicyRulesTooComplex", {
-  type: problemType("POLICY_RULES_TOO_COMPLEX"),
+export class PolicyRulesTooComplex extends Problem<PolicyRulesTooComplex>()("PolicyRulesTooComplex", {
+  code: "POLICY_RULES_TOO_COMPLEX",
   status: 400,
   title: "The policy's rules are over a size or complexity limit"
 }, {
-  code: Schema.tag("POLICY_RULES_TOO_COMPLEX"),
   field: Schema.String,
   ...limitFields
 }) {}
 
 /** An answer schema over a documented size or complexity limit. */
-export class AnswerSchemaTooComplex extends HttpApiError.Problem<AnswerSchemaTooComplex>()("AnswerSchemaTooComplex", {
-  type: problemType("ANSWER_SCHEMA_TOO_COMPLEX"),
+export class AnswerSchemaTooComplex extends Problem<AnswerSchemaTooComplex>()("AnswerSchemaTooComplex", {
+  code: "ANSWER_SCHEMA_TOO_COMPLEX",
   status: 400,
   title: "The answer schema is over a size or complexity limit"
 }, {
-  code: Schema.tag("ANSWER_SCHEMA_TOO_COMPLEX"),
   field: Schema.String,
   ...limitFields
 }) {}
 
 /** A correction whose check against its answer schema went over the time or memory budget. */
-export class CorrectionTooComplex extends HttpApiError.Problem<CorrectionTooComplex>()("CorrectionTooComplex", {
-  type: problemType("CORRECTION_TOO_COMPLEX"),
+export class CorrectionTooComplex extends Problem<CorrectionTooComplex>()("CorrectionTooComplex", {
+  code: "CORRECTION_TOO_COMPLEX",
   status: 422,
   title: "Checking the correction against the answer schema went over its budget"
 }, {
-  code: Schema.tag("CORRECTION_TOO_COMPLEX"),
   field: Schema.String,
   ...limitFields
 }) {}
 
 /** An operation with a rate bound was asked for too often; retry after `retry_after_seconds`. */
-export class RateLimited extends HttpApiError.Problem<RateLimited>()("RateLimited", {
-  type: problemType("RATE_LIMITED"),
+export class RateLimited extends Problem<RateLimited>()("RateLimited", {
+  code: "RATE_LIMITED",
   status: 429,
   title: "Too many requests of this kind; retry later"
 }, {
-  code: Schema.tag("RATE_LIMITED"),
   ...limitFields,
   retry_after_seconds: Schema.Int
 }) {}
 
 /** Too many answer-schema checks of this organization are waiting. */
-export class ValidationBusy extends HttpApiError.Problem<ValidationBusy>()("ValidationBusy", {
-  type: problemType("VALIDATION_BUSY"),
+export class ValidationBusy extends Problem<ValidationBusy>()("ValidationBusy", {
+  code: "VALIDATION_BUSY",
   status: 429,
   title: "Too many schema checks of this organization are waiting; retry later"
 }, {
-  code: Schema.tag("VALIDATION_BUSY"),
   ...limitFields
 }) {}
 
@@ -244,11 +249,10 @@ export class ValidationBusy extends HttpApiError.Problem<ValidationBusy>()("Vali
  * Too many open event streams: for the API key or console session, for the
  * organization, or for the whole server (`limit` names which).
  */
-export class TooManyStreams extends HttpApiError.Problem<TooManyStreams>()("TooManyStreams", {
-  type: problemType("TOO_MANY_STREAMS"),
+export class TooManyStreams extends Problem<TooManyStreams>()("TooManyStreams", {
+  code: "TOO_MANY_STREAMS",
   status: 429,
   title: "Too many open event streams"
 }, {
-  code: Schema.tag("TOO_MANY_STREAMS"),
   ...limitFields
 }) {}

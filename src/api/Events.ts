@@ -32,15 +32,19 @@ const envelope = {
   test: TestFlag
 } as const
 
+/** An event body: the envelope, its `type` and its subject (`approval` or `endpoint`). */
+const eventBody = <T extends Schema.Top, Subject extends Schema.Struct.Fields>(type: T, subject: Subject) =>
+  Schema.Struct({
+    id: envelope.id,
+    type,
+    org_id: envelope.org_id,
+    occurred_at: envelope.occurred_at,
+    test: envelope.test,
+    ...subject
+  })
+
 /** The body of any approval lifecycle event, as the server's builder makes it. */
-export const ApprovalEvent = Schema.Struct({
-  id: envelope.id,
-  type: Schema.Literals(ApprovalEventTypes),
-  org_id: envelope.org_id,
-  occurred_at: envelope.occurred_at,
-  test: envelope.test,
-  approval: ApprovalSnapshot
-})
+export const ApprovalEvent = eventBody(Schema.Literals(ApprovalEventTypes), { approval: ApprovalSnapshot })
 export type ApprovalEvent = typeof ApprovalEvent.Type
 
 /** The endpoint an operational event is about. */
@@ -66,14 +70,7 @@ export const EndpointSnapshot = Schema.Struct({
 export type EndpointSnapshot = typeof EndpointSnapshot.Type
 
 /** The body of any operational event, as the server's builder makes it. */
-export const EndpointEvent = Schema.Struct({
-  id: envelope.id,
-  type: Schema.Literals(EndpointEventTypes),
-  org_id: envelope.org_id,
-  occurred_at: envelope.occurred_at,
-  test: envelope.test,
-  endpoint: EndpointSnapshot
-})
+export const EndpointEvent = eventBody(Schema.Literals(EndpointEventTypes), { endpoint: EndpointSnapshot })
 export type EndpointEvent = typeof EndpointEvent.Type
 
 const {
@@ -98,106 +95,89 @@ const decidedSnapshot = (status: "approved" | "rejected") =>
     decided_by: ApprovalSnapshot.fields.decided_by.schema
   })
 
-const approvalEvent = <S extends Schema.Top>(
-  type: typeof ApprovalEventTypes[number],
+const event = <const Type extends EventType, Subject extends Schema.Struct.Fields>(
+  type: Type,
   identifier: string,
   description: string,
-  approval: S
-) =>
-  Schema.Struct({
-    id: envelope.id,
-    type: Schema.Literal(type),
-    org_id: envelope.org_id,
-    occurred_at: envelope.occurred_at,
-    test: envelope.test,
-    approval
-  }).annotate({ identifier, title: type, description })
-
-const endpointEvent = <S extends Schema.Top>(
-  type: typeof EndpointEventTypes[number],
-  identifier: string,
-  description: string,
-  endpoint: S
-) =>
-  Schema.Struct({
-    id: envelope.id,
-    type: Schema.Literal(type),
-    org_id: envelope.org_id,
-    occurred_at: envelope.occurred_at,
-    test: envelope.test,
-    endpoint
-  }).annotate({ identifier, title: type, description })
+  subject: Subject
+) => eventBody(Schema.Literal(type), subject).annotate({ identifier, title: type, description })
 
 const { failing_since: _fs, deactivated_at: _dat, certificate_expires_at: _cea, ...endpointBase } =
   EndpointSnapshot.fields
 
 /** One schema per event type, in the order of `EventTypes`. */
 export const EventSchemas = {
-  "approval.requested": approvalEvent(
+  "approval.requested": event(
     "approval.requested",
     "ApprovalRequestedEvent",
     "A governed step waits for a person: the policy of its action class requires approval (an action class without a policy does).",
-    undecidedSnapshot("pending")
+    { approval: undecidedSnapshot("pending") }
   ),
-  "approval.expiring": approvalEvent(
+  "approval.expiring": event(
     "approval.expiring",
     "ApprovalExpiringEvent",
     "A pending approval nears its final deadline: sent `expiring_notice_seconds` before `expires_at` (never when the policy's notice is 0).",
-    undecidedSnapshot("pending")
+    { approval: undecidedSnapshot("pending") }
   ),
-  "approval.escalated": approvalEvent(
+  "approval.escalated": event(
     "approval.escalated",
     "ApprovalEscalatedEvent",
     "A review window ended without a decision and the policy has `escalation_seconds` with an escalation still to come: another `escalation_seconds` window opens (`deadline_at` moves to its end, which is `expires_at` after the last escalation) and, with an `escalation_chain`, the approval is handed to the chain's next group (`assigned_group`, `escalation_level` + 1); it is still pending. One event per escalation.",
-    undecidedSnapshot("pending")
+    { approval: undecidedSnapshot("pending") }
   ),
-  "approval.approved": approvalEvent(
+  "approval.approved": event(
     "approval.approved",
     "ApprovalApprovedEvent",
     "A person approved; the snapshot says who and when, and why when they gave a reason.",
-    decidedSnapshot("approved")
+    { approval: decidedSnapshot("approved") }
   ),
-  "approval.rejected": approvalEvent(
+  "approval.rejected": event(
     "approval.rejected",
     "ApprovalRejectedEvent",
     "A person rejected; the snapshot says who and when, and why when they gave a reason.",
-    decidedSnapshot("rejected")
+    { approval: decidedSnapshot("rejected") }
   ),
-  "approval.expired": approvalEvent(
+  "approval.expired": event(
     "approval.expired",
     "ApprovalExpiredEvent",
     "Nobody decided before `expires_at`: the approval closed and the policy's `timeout_action` applies to the step.",
-    undecidedSnapshot("expired")
+    { approval: undecidedSnapshot("expired") }
   ),
-  "endpoint.disabled": endpointEvent(
+  "endpoint.disabled": event(
     "endpoint.disabled",
     "EndpointDisabledEvent",
     "svc deactivated another endpoint of the organization: it answered 410 Gone, or it failed for `SVC_WEBHOOK_DISABLE_AFTER` without one successful delivery.",
-    Schema.Struct({
-      ...endpointBase,
-      active: Schema.Literal(false),
-      deactivated_at: EndpointSnapshot.fields.deactivated_at.schema
-    })
+    {
+      endpoint: Schema.Struct({
+        ...endpointBase,
+        active: Schema.Literal(false),
+        deactivated_at: EndpointSnapshot.fields.deactivated_at.schema
+      })
+    }
   ),
-  "endpoint.failing": endpointEvent(
+  "endpoint.failing": event(
     "endpoint.failing",
     "EndpointFailingEvent",
     "Another endpoint of the organization entered a cooldown after having been healthy (`SVC_WEBHOOK_COOLDOWN_AFTER` consecutive failed attempts); once per failing streak.",
-    Schema.Struct({
-      ...endpointBase,
-      active: Schema.Literal(true),
-      failing_since: EndpointSnapshot.fields.failing_since.schema
-    })
+    {
+      endpoint: Schema.Struct({
+        ...endpointBase,
+        active: Schema.Literal(true),
+        failing_since: EndpointSnapshot.fields.failing_since.schema
+      })
+    }
   ),
-  "endpoint.certificate_expiring": endpointEvent(
+  "endpoint.certificate_expiring": event(
     "endpoint.certificate_expiring",
     "EndpointCertificateExpiringEvent",
     "The client certificate of another endpoint of the organization (`tls_client_certificate`, mutual TLS) expires within `SVC_WEBHOOK_CERTIFICATE_NOTICE` (14 days by default); once per certificate. PATCH the endpoint with a new one.",
-    Schema.Struct({
-      ...endpointBase,
-      active: Schema.Literal(true),
-      certificate_expires_at: EndpointSnapshot.fields.certificate_expires_at.schema
-    })
+    {
+      endpoint: Schema.Struct({
+        ...endpointBase,
+        active: Schema.Literal(true),
+        certificate_expires_at: EndpointSnapshot.fields.certificate_expires_at.schema
+      })
+    }
   )
 } as const satisfies Record<EventType, Schema.Top>
 

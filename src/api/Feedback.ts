@@ -3,7 +3,7 @@
  * versions (docs/feedback.md).
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { FeedbackQuota, ValidationAdmission } from "./Admission.ts"
 import { Cursor, JsonObject, Limit, NextCursor, Text, Timestamp, TraceId, Uuid } from "./Common.ts"
 import { documented, notFound } from "./Documentation.ts"
@@ -14,7 +14,7 @@ import {
   InvalidTransition,
   LimitReached,
   NotFound,
-  problemType,
+  Problem,
   RateLimited,
   ValidationBusy
 } from "./Errors.ts"
@@ -79,53 +79,42 @@ export const Promoted = Schema.Struct({
   promoted_count: Schema.Int
 })
 
-export class CorrectionShapeMismatch
-  extends HttpApiError.Problem<CorrectionShapeMismatch>()("CorrectionShapeMismatch", {
-    type: problemType("CORRECTION_SHAPE_MISMATCH"),
-    status: 422,
-    title: "The correction does not fit the task's answer shape"
-  }, {
-    code: Schema.tag("CORRECTION_SHAPE_MISMATCH"),
-    field: Schema.String,
-    errors: Schema.Array(FieldIssue)
-  })
-{}
+export class CorrectionShapeMismatch extends Problem<CorrectionShapeMismatch>()("CorrectionShapeMismatch", {
+  code: "CORRECTION_SHAPE_MISMATCH",
+  status: 422,
+  title: "The correction does not fit the task's answer shape"
+}, {
+  field: Schema.String,
+  errors: Schema.Array(FieldIssue)
+}) {}
 
-export class CorrectionContainsSecret
-  extends HttpApiError.Problem<CorrectionContainsSecret>()("CorrectionContainsSecret", {
-    type: problemType("CORRECTION_CONTAINS_SECRET"),
-    status: 422,
-    title: "Removing protected values left the correction unfit for the answer shape"
-  }, {
-    code: Schema.tag("CORRECTION_CONTAINS_SECRET"),
-    field: Schema.String,
-    errors: Schema.Array(FieldIssue)
-  })
-{}
+export class CorrectionContainsSecret extends Problem<CorrectionContainsSecret>()("CorrectionContainsSecret", {
+  code: "CORRECTION_CONTAINS_SECRET",
+  status: 422,
+  title: "Removing protected values left the correction unfit for the answer shape"
+}, {
+  field: Schema.String,
+  errors: Schema.Array(FieldIssue)
+}) {}
 
-export class DatasetBaseChanged extends HttpApiError.Problem<DatasetBaseChanged>()("DatasetBaseChanged", {
-  type: problemType("DATASET_BASE_CHANGED"),
+export class DatasetBaseChanged extends Problem<DatasetBaseChanged>()("DatasetBaseChanged", {
+  code: "DATASET_BASE_CHANGED",
   status: 409,
   title: "The dataset changed since the preview"
 }, {
-  code: Schema.tag("DATASET_BASE_CHANGED"),
   current_base_dataset_id: Schema.optionalKey(Uuid)
 }) {}
 
-export class FeedbackChanged extends HttpApiError.Problem<FeedbackChanged>()("FeedbackChanged", {
-  type: problemType("FEEDBACK_CHANGED"),
+export class FeedbackChanged extends Problem<FeedbackChanged>()("FeedbackChanged", {
+  code: "FEEDBACK_CHANGED",
   status: 409,
   title: "The accepted correction set changed since the preview"
-}, {
-  code: Schema.tag("FEEDBACK_CHANGED")
 }) {}
 
-export class NothingStaged extends HttpApiError.Problem<NothingStaged>()("NothingStaged", {
-  type: problemType("NOTHING_STAGED"),
+export class NothingStaged extends Problem<NothingStaged>()("NothingStaged", {
+  code: "NOTHING_STAGED",
   status: 409,
   title: "The task has no staged corrections to promote"
-}, {
-  code: Schema.tag("NOTHING_STAGED")
 }) {}
 
 const FeedbackIdParams = { feedback_id: Uuid }

@@ -8,8 +8,8 @@
  * once, over the whole API); the server side is `src/idempotency/`.
  */
 import { Context, Option, Schema } from "effect"
-import { HttpApi, type HttpApiEndpoint, HttpApiError, HttpApiMiddleware, OpenApi } from "effect/http-api"
-import { problemType, RateLimited } from "./Errors.ts"
+import { HttpApi, type HttpApiEndpoint, HttpApiMiddleware, OpenApi } from "effect/http-api"
+import { Problem, RateLimited } from "./Errors.ts"
 import { Authentication, CurrentPrincipal } from "./Security.ts"
 
 /** The request header, as HTTP names it (lower case on the wire in Node). */
@@ -36,22 +36,20 @@ export const IdempotencyKey = Schema.String.check(
 const field = Schema.Literal(IDEMPOTENCY_HEADER).annotate({ description: "The header at fault" })
 
 /** The key was used for another request (another method, path or body). */
-export class IdempotencyKeyReused extends HttpApiError.Problem<IdempotencyKeyReused>()("IdempotencyKeyReused", {
-  type: problemType("IDEMPOTENCY_KEY_REUSED"),
+export class IdempotencyKeyReused extends Problem<IdempotencyKeyReused>()("IdempotencyKeyReused", {
+  code: "IDEMPOTENCY_KEY_REUSED",
   status: 422,
   title: "This Idempotency-Key was used for another request"
 }, {
-  code: Schema.tag("IDEMPOTENCY_KEY_REUSED"),
   field
 }) {}
 
 /** The first request with this key is still running: retry after it answers. */
-export class IdempotencyKeyInUse extends HttpApiError.Problem<IdempotencyKeyInUse>()("IdempotencyKeyInUse", {
-  type: problemType("IDEMPOTENCY_KEY_IN_USE"),
+export class IdempotencyKeyInUse extends Problem<IdempotencyKeyInUse>()("IdempotencyKeyInUse", {
+  code: "IDEMPOTENCY_KEY_IN_USE",
   status: 409,
   title: "A request with this Idempotency-Key is still running"
 }, {
-  code: Schema.tag("IDEMPOTENCY_KEY_IN_USE"),
   field
 }) {}
 
@@ -61,18 +59,15 @@ export class IdempotencyKeyInUse extends HttpApiError.Problem<IdempotencyKeyInUs
  * was over `SVC_IDEMPOTENCY_MAX_ANSWER_BYTES`. It is never run again under
  * this key: read the resource to learn what happened.
  */
-export class IdempotencyAnswerUnavailable extends HttpApiError.Problem<IdempotencyAnswerUnavailable>()(
-  "IdempotencyAnswerUnavailable",
-  {
-    type: problemType("IDEMPOTENCY_ANSWER_UNAVAILABLE"),
+export class IdempotencyAnswerUnavailable
+  extends Problem<IdempotencyAnswerUnavailable>()("IdempotencyAnswerUnavailable", {
+    code: "IDEMPOTENCY_ANSWER_UNAVAILABLE",
     status: 409,
     title: "The first request with this Idempotency-Key began, but its answer was not kept"
-  },
-  {
-    code: Schema.tag("IDEMPOTENCY_ANSWER_UNAVAILABLE"),
+  }, {
     field
-  }
-) {}
+  })
+{}
 
 /** What each problem says (the server's `detail`, and the document's examples). */
 export const IdempotencyDetails = {

@@ -5,11 +5,11 @@
  * their tools. The gateway itself speaks MCP (JSON-RPC), not this API.
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Text, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl } from "./Deliveries.ts"
 import { documented, notFound } from "./Documentation.ts"
-import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, problemType } from "./Errors.ts"
+import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, Problem } from "./Errors.ts"
 import { CustomHeaders, type RefusedHeaders, TRANSPORT_HEADERS } from "./HeaderNames.ts"
 import { ActionClass } from "./Policies.ts"
 import { Authentication, requireScope } from "./Security.ts"
@@ -97,12 +97,11 @@ const McpServerTest = Schema.Struct({
 })
 
 /** The upstream server could not be reached, or did not answer as an MCP server. */
-export class UpstreamFailed extends HttpApiError.Problem<UpstreamFailed>()("UpstreamFailed", {
-  type: problemType("UPSTREAM_FAILED"),
+export class UpstreamFailed extends Problem<UpstreamFailed>()("UpstreamFailed", {
+  code: "UPSTREAM_FAILED",
   status: 502,
   title: "The MCP server did not answer"
 }, {
-  code: Schema.tag("UPSTREAM_FAILED"),
   error: Schema.String.annotate({
     description: "What went wrong: the status, or the network, TLS or protocol error; never a header value"
   }),

@@ -4,7 +4,7 @@
  * (docs/webhooks.md, "Endpoints" and "Delivery").
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { type ApprovalEventType, ApprovalEventTypes } from "./Approvals.ts"
 import { Timestamp, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
@@ -21,7 +21,7 @@ import {
   UpdateNotificationSettings
 } from "./EndpointOperations.ts"
 import { CreateEndpoint, NotificationEndpoint, UpdateEndpoint } from "./EndpointSettings.ts"
-import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, problemType, RateLimited } from "./Errors.ts"
+import { InvalidHeaders, InvalidRequest, LimitReached, NotFound, Problem, RateLimited } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { DeliveryPage, DeliverySearch, type EventType } from "./WebhookDeliveries.ts"
@@ -46,12 +46,11 @@ export const EmailedEventTypes: ReadonlyArray<EventType> = [
   "approval.escalated"
 ]
 
-export class InvalidWebhookEvents extends HttpApiError.Problem<InvalidWebhookEvents>()("InvalidWebhookEvents", {
-  type: problemType("INVALID_WEBHOOK_EVENTS"),
+export class InvalidWebhookEvents extends Problem<InvalidWebhookEvents>()("InvalidWebhookEvents", {
+  code: "INVALID_WEBHOOK_EVENTS",
   status: 400,
   title: "The events list is empty or names an unknown event type"
 }, {
-  code: Schema.tag("INVALID_WEBHOOK_EVENTS"),
   field: Schema.optionalKey(Schema.String),
   supported: Schema.optionalKey(Schema.Array(Schema.String))
 }) {}

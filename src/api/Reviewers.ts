@@ -5,13 +5,13 @@
  * (`Delegations.ts`) and a person's own address (`ReviewerAddresses.ts`).
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { GroupName } from "./Assignment.ts"
 import { EmailAddress, Timestamp } from "./Common.ts"
 import { deciderOf, isOneReviewer, ReviewerFields } from "./Deciders.ts"
 import { delegateEndpoint, endDelegationEndpoint, listDelegationsEndpoint } from "./Delegations.ts"
 import { documented, notFound } from "./Documentation.ts"
-import { InvalidRequest, LimitReached, NotFound, problemType } from "./Errors.ts"
+import { InvalidRequest, LimitReached, NotFound, Problem } from "./Errors.ts"
 import { AddressStatus, ownAddressEndpoint, setOwnAddressEndpoint } from "./ReviewerAddresses.ts"
 import { Authentication, requireScope } from "./Security.ts"
 
@@ -68,12 +68,10 @@ export const ReviewerGroup = Schema.Struct({
 export type ReviewerGroup = typeof ReviewerGroup.Type
 
 /** A group a policy names, or that pending approvals are assigned to, cannot be deleted. */
-export class GroupInUse extends HttpApiError.Problem<GroupInUse>()("GroupInUse", {
-  type: problemType("GROUP_IN_USE"),
+export class GroupInUse extends Problem<GroupInUse>()("GroupInUse", {
+  code: "GROUP_IN_USE",
   status: 409,
   title: "The reviewer group is in use"
-}, {
-  code: Schema.tag("GROUP_IN_USE")
 }) {}
 
 const groupExample = {

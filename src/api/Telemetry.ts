@@ -4,31 +4,28 @@
  * and replay").
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiError, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { Cursor, Limit, NextCursor, Timestamp, UrlOf, Uuid } from "./Common.ts"
 import { InvalidUrl, NotReplayable, QueueFull, Replayed } from "./Deliveries.ts"
 import { documented, notFound } from "./Documentation.ts"
-import { InvalidHeaders, InvalidRequest, NotFound, problemType } from "./Errors.ts"
+import { InvalidHeaders, InvalidRequest, NotFound, Problem } from "./Errors.ts"
 import * as Examples from "./Examples.ts"
 import { CustomHeaders, TRANSPORT_HEADERS } from "./HeaderNames.ts"
 import { Authentication, requireScope } from "./Security.ts"
 import { DeliverySearch } from "./WebhookDeliveries.ts"
 
-export class DestinationExists extends HttpApiError.Problem<DestinationExists>()("DestinationExists", {
-  type: problemType("DESTINATION_EXISTS"),
+export class DestinationExists extends Problem<DestinationExists>()("DestinationExists", {
+  code: "DESTINATION_EXISTS",
   status: 409,
   title: "The organization already has a telemetry destination"
-}, {
-  code: Schema.tag("DESTINATION_EXISTS")
 }) {}
 
 /** The collector did not accept the test span; names its status, never its body. */
-export class ExportFailed extends HttpApiError.Problem<ExportFailed>()("ExportFailed", {
-  type: problemType("EXPORT_FAILED"),
+export class ExportFailed extends Problem<ExportFailed>()("ExportFailed", {
+  code: "EXPORT_FAILED",
   status: 502,
   title: "The collector did not accept the span"
 }, {
-  code: Schema.tag("EXPORT_FAILED"),
   collector_status: Schema.optionalKey(Schema.Int)
 }) {}
 

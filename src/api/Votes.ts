@@ -3,9 +3,8 @@
  * cast on it (docs/approvals.md, "Quorum").
  */
 import { Schema } from "effect"
-import { HttpApiError } from "effect/http-api"
 import { Timestamp } from "./Common.ts"
-import { problemType } from "./Errors.ts"
+import { Problem } from "./Errors.ts"
 
 /** The most approvers a quorum can ask for. */
 const MAX_QUORUM = 10
@@ -67,12 +66,11 @@ export const QuorumFields = {
   )
 }
 
-export class AlreadyVoted extends HttpApiError.Problem<AlreadyVoted>()("AlreadyVoted", {
-  type: problemType("ALREADY_VOTED"),
+export class AlreadyVoted extends Problem<AlreadyVoted>()("AlreadyVoted", {
+  code: "ALREADY_VOTED",
   status: 409,
   title: "This person has already voted on this approval"
 }, {
-  code: Schema.tag("ALREADY_VOTED"),
   decided_by: Schema.String.annotate({
     description:
       "The decider whose vote was refused: they, the person behind them, or the person they would vote for has voted already"
@@ -80,10 +78,8 @@ export class AlreadyVoted extends HttpApiError.Problem<AlreadyVoted>()("AlreadyV
 }) {}
 
 /** A decision through the organization's shared reviewer address on an approval that needs several people. */
-export class PersonRequired extends HttpApiError.Problem<PersonRequired>()("PersonRequired", {
-  type: problemType("PERSON_REQUIRED"),
+export class PersonRequired extends Problem<PersonRequired>()("PersonRequired", {
+  code: "PERSON_REQUIRED",
   status: 403,
   title: "This approval needs several distinct people, and this link names none"
-}, {
-  code: Schema.tag("PERSON_REQUIRED")
 }) {}

@@ -67,7 +67,6 @@ export const deciderMembers = (row: { readonly decided_by: string | null; readon
   return standsFor(row.decided_by, decider.person, decider.decided_for)
 }
 
-/** The snapshot's quorum members (`QuorumFields`) for a row, in their fixed order; none for a single-decider approval. */
 /** The votes of a row (`votes` column), oldest first; none for a single-decider approval. */
 export const votesOf = (row: Pick<ApprovalRow, "votes">): ReadonlyArray<StoredVote> => JSON.parse(row.votes ?? "[]")
 

@@ -104,8 +104,7 @@ export const serveAdmin = (
           request.resume()
           return problem(response, 404, "NOT_FOUND", "the admin channel answers POST /v1/cli only")
         }
-        const declared = Number(request.headers["content-length"] ?? Number.NaN)
-        if (declared > limits.maxBodyBytes) {
+        const tooLarge = () => {
           response.setHeader("connection", "close")
           problem(
             response,
@@ -114,8 +113,9 @@ export const serveAdmin = (
             `the body may be at most SVC_ADMIN_MAX_BODY (${limits.maxBodyBytes}) bytes`
           )
           request.destroy()
-          return
         }
+        const declared = Number(request.headers["content-length"] ?? Number.NaN)
+        if (declared > limits.maxBodyBytes) return tooLarge()
         const chunks: Array<Buffer> = []
         let size = 0
         let refused = false
@@ -124,15 +124,7 @@ export const serveAdmin = (
           size += chunk.length
           if (size > limits.maxBodyBytes) {
             refused = true
-            response.setHeader("connection", "close")
-            problem(
-              response,
-              413,
-              "BODY_TOO_LARGE",
-              `the body may be at most SVC_ADMIN_MAX_BODY (${limits.maxBodyBytes}) bytes`
-            )
-            request.destroy()
-            return
+            return tooLarge()
           }
           chunks.push(chunk)
         })

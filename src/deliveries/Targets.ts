@@ -167,13 +167,6 @@ export const setStrict = Effect.fnUntraced(function*(
 })
 
 /**
- * Kept on the target's row (created here when it has none yet), which the
- * claims read: `rate_limit` deliveries per second, a burst of one second's
- * worth, `rate_tat` the bucket's theoretical arrival time (GCRA, as
- * `org_rate_limits` in `src/feedback/Promotion.ts`). A lifted limit
- * forgets the bucket; a changed one keeps it.
- */
-/**
  * The bound the target shares with others (`share_group`; null: none),
  * answered with every delivery a claim hands out (`Claimed.targetGroup`).
  */
@@ -190,6 +183,13 @@ export const setGroup = Effect.fnUntraced(function*(
   `.pipe(Effect.orDie)
 })
 
+/**
+ * Kept on the target's row (created here when it has none yet), which the
+ * claims read: `rate_limit` deliveries per second, a burst of one second's
+ * worth, `rate_tat` the bucket's theoretical arrival time (GCRA, as
+ * `org_rate_limits` in `src/feedback/Promotion.ts`). A lifted limit
+ * forgets the bucket; a changed one keeps it.
+ */
 export const setRateLimit = Effect.fnUntraced(function*(
   sql: PgClient.PgClient,
   kind: DeliveryKind,

@@ -39,13 +39,15 @@
 import * as fs from "node:fs"
 import { maskSettingText } from "../platform/SettingText.ts"
 
-export type SamplerName =
-  | "always_on"
-  | "always_off"
-  | "traceidratio"
-  | "parentbased_always_on"
-  | "parentbased_always_off"
-  | "parentbased_traceidratio"
+const SAMPLERS = [
+  "always_on",
+  "always_off",
+  "traceidratio",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "parentbased_traceidratio"
+] as const
+export type SamplerName = typeof SAMPLERS[number]
 
 export interface OperatorSampler {
   readonly name: SamplerName
@@ -137,18 +139,9 @@ const integer = (env: Env, name: string, fallback: number, min: number): number 
   return value >= min && Number.isSafeInteger(value) ? value : fail(`${name} must be at least ${min}`)
 }
 
-const SAMPLERS: ReadonlySet<string> = new Set([
-  "always_on",
-  "always_off",
-  "traceidratio",
-  "parentbased_always_on",
-  "parentbased_always_off",
-  "parentbased_traceidratio"
-])
-
 const parseSampler = (env: Env): OperatorSampler => {
   const name = (read(env, "OTEL_TRACES_SAMPLER") ?? "parentbased_always_on").toLowerCase()
-  if (!SAMPLERS.has(name)) {
+  if (!(SAMPLERS as ReadonlyArray<string>).includes(name)) {
     return fail(
       `OTEL_TRACES_SAMPLER: "${name}" is not supported; use always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio`
     )

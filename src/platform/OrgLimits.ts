@@ -20,17 +20,8 @@ import { BigIntText, rowsOf } from "./Rows.ts"
 
 const CountRow = Schema.Struct({ count: BigIntText })
 
-export type CappedTable =
-  | "notification_endpoints"
-  | "approval_policies"
-  | "tasks"
-  | "api_keys"
-  | "reviewer_groups"
-  | "reviewer_delegations"
-  | "mcp_servers"
-
-/** Rows of a table that count against its cap: a revoked API key no longer does. */
-const COUNTED: Record<CappedTable, string> = {
+/** The tables with a per-organization cap, and which of their rows count against it: a revoked API key no longer does. */
+const COUNTED = {
   notification_endpoints: "",
   approval_policies: "",
   tasks: "",
@@ -39,7 +30,8 @@ const COUNTED: Record<CappedTable, string> = {
   mcp_servers: "",
   // A delegation ended, or whose window is over, no longer counts.
   reviewer_delegations: " AND ended_at IS NULL AND ends_at > now()"
-}
+} as const
+type CappedTable = keyof typeof COUNTED
 
 /**
  * Locks the organization's row and counts its rows of `table`, up to `cap`

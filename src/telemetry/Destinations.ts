@@ -142,14 +142,9 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
 
       const notFound = () => new NotFound({ detail: "No such telemetry destination." })
 
-      const find = (orgId: string, id: string) =>
-        Effect.flatMap(
-          repo.get(orgId, id),
-          Option.match({
-            onNone: () => Effect.fail(notFound()),
-            onSome: Effect.succeed
-          })
-        )
+      const orNotFound = <A>(found: Effect.Effect<Option.Option<A>>) =>
+        Effect.flatMap(found, Option.match({ onNone: () => Effect.fail(notFound()), onSome: Effect.succeed }))
+      const find = (orgId: string, id: string) => orNotFound(repo.get(orgId, id))
 
       /** The collector of `row`; none when the destination was deleted since `row` was read (its URL is gone). */
       const targetOf = (row: DestinationRow) =>
@@ -167,8 +162,7 @@ export class TelemetryDestinations extends Context.Service<TelemetryDestinations
             headers: stored.map((secret) => [secret.name, secret.value] as const)
           })
         })
-      const foundTarget = (row: DestinationRow) =>
-        Effect.flatMap(targetOf(row), Option.match({ onNone: () => Effect.fail(notFound()), onSome: Effect.succeed }))
+      const foundTarget = (row: DestinationRow) => orNotFound(targetOf(row))
 
       const create = Effect.fn("TelemetryDestinations.create")(function*(
         orgId: string,

@@ -15,8 +15,9 @@ import { root } from "../../support/process.ts"
 export const problemsInCode = (sources: ReadonlyArray<string>): Set<string> => {
   const pairs = new Set<string>()
   for (const text of sources) {
-    // A typed problem: `type: problemType("CODE"), status: 404`.
-    for (const match of text.matchAll(/problemType\("([A-Z_]+)"\),\s*status: (\d{3})/g)) {
+    // A typed problem: `type: problemType("CODE"), status: 404`, or through
+    // `Problem` of src/api/Errors.ts: `code: "CODE", status: 404`.
+    for (const match of text.matchAll(/(?:problemType\("|\bcode: ")([A-Z_]+)"\)?,\s*status: (\d{3})/g)) {
       pairs.add(`${match[1]} ${match[2]}`)
     }
     // The middleware's problems for the framework's answers: `404: { code: "NOT_FOUND", ...`.
@@ -73,10 +74,16 @@ describe("the error table of docs/api.md is the API's errors", () => {
   it("the checks read what they claim: a typed problem, a middleware answer, a hand-made one, a row of several codes", () => {
     const code = [
       "export class X extends HttpApiError.Problem<X>()(\"X\", {\n  type: problemType(\"SOME_CODE\"),\n  status: 409,",
+      "export class Y extends Problem<Y>()(\"Y\", {\n  code: \"OTHER_CODE\",\n  status: 400,",
       "const problems = {\n  406: { code: \"NOT_ACCEPTABLE\", title: \"x\" },\n}",
       "return problem(403, \"FORBIDDEN\", \"t\", \"d\")"
     ]
-    assert.deepStrictEqual([...problemsInCode(code)].sort(), ["FORBIDDEN 403", "NOT_ACCEPTABLE 406", "SOME_CODE 409"])
+    assert.deepStrictEqual([...problemsInCode(code)].sort(), [
+      "FORBIDDEN 403",
+      "NOT_ACCEPTABLE 406",
+      "OTHER_CODE 400",
+      "SOME_CODE 409"
+    ])
     const page =
       "## Errors\n\n| status | code | when |\n| --- | --- | --- |\n| 400, 410 | `A`, `B` | x |\n| 404 | `C` | `D` is not a code here |\n\n## Next\n| 500 | `E` | y |\n"
     assert.deepStrictEqual([...problemsDocumented(page)].sort(), ["A 400", "A 410", "B 400", "B 410", "C 404"])
