@@ -9,7 +9,9 @@
  *
  * Speeds up: an allowed `tools/call` through the gateway, which wrote its
  * call's row in a statement of its own after the step's: 4 statements per
- * allowed call became 3 (`bench/notes/mcp.md`).
+ * allowed call became 3 (4.14-4.18 per call measured before, 3.13-3.20
+ * after, svc's background statements shared over the calls), one write to
+ * the database's socket and one answer's handling fewer (`bench/notes/mcp.md`).
  */
 import { Schema } from "effect"
 import type { SqlClient } from "effect/sql"
