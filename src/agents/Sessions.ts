@@ -6,6 +6,7 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import type { Statement } from "effect/sql"
 import {
   type GovernedStep,
   type Session,
@@ -79,6 +80,20 @@ export class AgentSessions extends Context.Service<AgentSessions, {
     sessionId: string,
     step: GovernedStep
   ) => Effect.Effect<StepAnswer, NotFound | InvalidRequest | ValidationBusy>
+  /**
+   * `governStep` with another owner's row written in the step's statement when the step is new
+   * (`StepStatement.ts`, `companion`): the piece for the step's decision, and what it answered (`undefined`:
+   * the step was not new, or no piece).
+   */
+  readonly governStepWith: (
+    orgId: string,
+    sessionId: string,
+    step: GovernedStep,
+    companion: (decision: StepAnswer["decision"], approvalId: string | null) => Statement.Fragment | undefined
+  ) => Effect.Effect<
+    { readonly answer: StepAnswer; readonly companion: unknown },
+    NotFound | InvalidRequest | ValidationBusy
+  >
   readonly reportOutcome: (
     orgId: string,
     sessionId: string,
@@ -159,8 +174,13 @@ export class AgentSessions extends Context.Service<AgentSessions, {
        * cached policy turned out to be out of date: the policy is read
        * again and the statement runs again.
        */
-      const governStep = Effect.fn("AgentSessions.governStep")(
-        function*(orgId: string, sessionId: string, step: GovernedStep) {
+      const governStepWith = Effect.fn("AgentSessions.governStep")(
+        function*(
+          orgId: string,
+          sessionId: string,
+          step: GovernedStep,
+          companion?: (decision: StepAnswer["decision"], approvalId: string | null) => Statement.Fragment | undefined
+        ) {
           // The OpenTelemetry GenAI semantic conventions' names beside svc's own (docs/telemetry.md).
           yield* Effect.annotateCurrentSpan({
             "svc.session_id": sessionId,
@@ -180,7 +200,9 @@ export class AgentSessions extends Context.Service<AgentSessions, {
                 step,
                 findOwnStep(orgId, sessionId, step.step_id)
               )
-              if (answered._tag === "SentBefore") return yield* replay(answered.answer, step)
+              if (answered._tag === "SentBefore") {
+                return { answer: yield* replay(answered.answer, step), companion: undefined }
+              }
               const { ruling } = answered
               const approval = ruling.decision === "pending" ? { id: newId(), eventId: newId() } : null
               // The scheduler re-reads its next deadline at least every POLL_CAP_MS:
@@ -195,10 +217,18 @@ export class AgentSessions extends Context.Service<AgentSessions, {
                   hubSignal(approvalsTopic(orgId))
                 )
                 : wakeups.inStatement(Topics.events, hubSignal(sessionId), hubSignal(approvalsTopic(orgId)))
-              const row = yield* stepStatement(sql, { orgId, sessionId, step, ruling, approval, notify: wake.notify })
+              const row = yield* stepStatement(sql, {
+                orgId,
+                sessionId,
+                step,
+                ruling,
+                approval,
+                notify: wake.notify,
+                companion: companion?.(ruling.decision, approval?.id ?? null)
+              })
               if (row === undefined || !row.found) return yield* new NotFound({ detail: "No such agent session." })
               if (row.decision !== null) {
-                return yield* replay({
+                const answer = yield* replay({
                   tool: row.tool!,
                   action_class: row.action_class!,
                   arguments: row.arguments,
@@ -207,16 +237,18 @@ export class AgentSessions extends Context.Service<AgentSessions, {
                   rule: row.rule,
                   reason: row.reason
                 }, step)
+                return { answer, companion: undefined }
               }
               if (row.inserted) {
                 yield* wake.local
                 if (approval !== null) yield* Effect.annotateCurrentSpan({ "svc.approval_id": approval.id })
-                return toAnswer({
+                const answer = toAnswer({
                   decision: ruling.decision,
                   approval_id: approval?.id ?? null,
                   rule: ruling.rule,
                   reason: ruling.reason
                 })
+                return { answer, companion: row.companion ?? undefined }
               }
               if (row.fresh) {
                 // A concurrent send of this step_id committed after the statement's snapshot.
@@ -224,7 +256,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
                 if (raced === undefined) {
                   return yield* Effect.die(new Error("a governed step neither inserted nor found"))
                 }
-                return yield* replay(raced, step)
+                return { answer: yield* replay(raced, step), companion: undefined }
               }
               // The cached policy was out of date: read it again.
               yield* approvals.forgetRules(orgId)
@@ -233,6 +265,9 @@ export class AgentSessions extends Context.Service<AgentSessions, {
           )
         }
       )
+
+      const governStep = (orgId: string, sessionId: string, step: GovernedStep) =>
+        Effect.map(governStepWith(orgId, sessionId, step), (governed) => governed.answer)
 
       const reportOutcome = Effect.fn("AgentSessions.reportOutcome")(function*(
         orgId: string,
@@ -300,7 +335,7 @@ export class AgentSessions extends Context.Service<AgentSessions, {
         })
       })
 
-      return AgentSessions.of({ create, get, governStep, reportOutcome, reportOutcomeGated, stream })
+      return AgentSessions.of({ create, get, governStep, governStepWith, reportOutcome, reportOutcomeGated, stream })
     })
   )
 }

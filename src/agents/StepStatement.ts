@@ -34,9 +34,13 @@
  *   (`t0`). The approval, its outbox event and the organization's stream
  *   item are the pieces of their owners (`approvals/Requested.ts`, which
  *   has the outbox body built by `outbox/Outbox.ts`), written around it.
+ * - A caller's own row written with the step (`companion`: the MCP
+ *   gateway's call, `mcp/CallRows.ts`) is its owner's piece too: it reads
+ *   the `step` CTE, so it is written only with a new step, in the same
+ *   commit (a restart finds both or neither).
  */
 import { Schema } from "effect"
-import type { SqlClient } from "effect/sql"
+import type { SqlClient, Statement } from "effect/sql"
 import type { GovernedStep } from "../api/Agents.ts"
 import { policyFresh, requestedWrites } from "../approvals/Requested.ts"
 import type { StepRuling } from "../approvals/StepRulings.ts"
@@ -56,7 +60,8 @@ const StepResultRows = rowsOf(
     decision: Schema.NullOr(Schema.Literals(["allow", "reject", "pending"])),
     approval_id: Schema.NullOr(Schema.String),
     rule: Schema.NullOr(Schema.String),
-    reason: Schema.NullOr(Schema.String)
+    reason: Schema.NullOr(Schema.String),
+    companion: Schema.optionalKey(Schema.Unknown)
   })
 )
 
@@ -70,6 +75,11 @@ export interface StepStatementInput {
   readonly approval: { readonly id: string; readonly eventId: string } | null
   /** The `pg_notify` of the step's signals, when notifications reach other processes. */
   readonly notify: { readonly channel: string; readonly payload: string } | undefined
+  /**
+   * Another owner's data-modifying statement written with a new step: it selects `FROM step` and
+   * answers one column `companion` (`RETURNING ... AS companion`), answered here as `companion`.
+   */
+  readonly companion?: Statement.Fragment | undefined
 }
 
 /** The one statement of a governed step (see the top of this file), its rows decoded. */
@@ -132,10 +142,12 @@ export const stepSql = (sql: SqlClient.SqlClient, input: StepStatementInput) => 
     session_event AS (
       INSERT INTO session_events (session_id, seq, org_id, name, data)
       SELECT ${sessionId}, bump.event_seq, ${orgId}, 'step:governed', ${sessionEvent} FROM bump
-    )${pending}${notify.cte}
+    )${pending}${notify.cte}${input.companion === undefined ? sql`` : sql`, companion AS (${input.companion})`}
     SELECT EXISTS (SELECT 1 FROM sess) AS found, (SELECT fresh FROM policy) AS fresh, EXISTS (SELECT 1 FROM step) AS inserted,
       prior.tool, prior.action_class, prior.arguments, prior.decision, prior.approval_id::text AS approval_id,
-      prior.rule, prior.reason${notify.column}
+      prior.rule, prior.reason${notify.column}${
+    input.companion === undefined ? sql`` : sql`, (SELECT companion FROM companion) AS companion`
+  }
     FROM (SELECT 1) AS one LEFT JOIN prior ON true
   `
 }

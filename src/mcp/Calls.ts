@@ -24,6 +24,7 @@ import type { ApprovalSnapshot } from "../api/Approvals.ts"
 import { Approvals } from "../approvals/Approvals.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import { type CallRow, findByStep, isFinished, makeCallRows, toTask } from "./CallRows.ts"
+import { callWithStep } from "./CallWithStep.ts"
 import { actionClassOf, McpServers, type ServerRow, splitExposedName } from "./Servers.ts"
 import { Upstream } from "./Upstream.ts"
 
@@ -115,7 +116,8 @@ export class McpCalls extends Context.Service<McpCalls, {
       const upstream = yield* Upstream
       const config = yield* SvcConfig
       // A run holds its call for the upstream's deadline and a margin to record it.
-      const rows = makeCallRows(sql, Duration.toMillis(config.mcp.upstreamTimeout) + 5_000)
+      const leaseMs = Duration.toMillis(config.mcp.upstreamTimeout) + 5_000
+      const rows = makeCallRows(sql, leaseMs)
       // Runs started by a task read: they outlive the request that noticed the decision.
       const runs = yield* FiberSet.make<void>()
 
@@ -288,13 +290,15 @@ export class McpCalls extends Context.Service<McpCalls, {
         if (parts === undefined || server === undefined) return yield* new UnknownTool({ name: request.name })
         const actionClass = actionClassOf(server, parts.tool)
         yield* Effect.annotateCurrentSpan({ "svc.mcp_server_id": server.id, "svc.action_class": actionClass })
-        const answer = yield* sessions.governStep(request.orgId, request.sessionId, {
+        // The call's row is written in the step's statement when the step is new.
+        const opening = callWithStep(sql, leaseMs, { ...request, serverId: server.id, tool: parts.tool })
+        const answer = yield* sessions.governStepWith(request.orgId, request.sessionId, {
           step_id: request.stepId,
           tool: request.name,
           action_class: actionClass,
           arguments: request.arguments as never
-        }).pipe(
-          Effect.map((answer) => ({ _tag: "Answer" as const, answer })),
+        }, opening.piece).pipe(
+          Effect.map(({ answer, companion }) => ({ _tag: "Answer" as const, answer, companion })),
           Effect.catchTags({
             NotFound: () => Effect.fail(new SessionGone()),
             InvalidRequest: (error) =>
@@ -319,15 +323,12 @@ export class McpCalls extends Context.Service<McpCalls, {
           const why = decision.reason ?? `the organization's policy for action class ${actionClass} refuses it`
           return { _tag: "Result" as const, result: toolError(`svc refused this call: ${why}.`, meta) }
         }
-        const opened = yield* rows.open({
-          orgId: request.orgId,
-          sessionId: request.sessionId,
-          stepId: request.stepId,
-          serverId: server.id,
-          tool: parts.tool,
-          arguments: request.arguments,
-          approvalId: decision.approval_id ?? null
-        }, decision.decision === "allow" ? "running" : "pending")
+        const approvalId = decision.approval_id ?? null
+        const written = opening.row(answer.companion, decision.decision, approvalId)
+        // A step sent again (or a call whose row is missing): its call's row, written now when there is none.
+        const opened = written !== undefined
+          ? { row: written, created: true }
+          : yield* rows.open({ ...opening.call, approvalId }, decision.decision === "allow" ? "running" : "pending")
         if (decision.decision === "allow") {
           if (opened.created) {
             return { _tag: "Result" as const, result: yield* execute(opened.row, request.arguments, undefined, server) }

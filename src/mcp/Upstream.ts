@@ -27,6 +27,7 @@ import { VERSION } from "../api/Version.ts"
 import { OutboundFailure, OutboundHttp } from "../outbound/OutboundHttp.ts"
 import { SvcConfig } from "../platform/Config.ts"
 import type { Connection } from "./Servers.ts"
+import { sdkResponse } from "./SseAnswer.ts"
 import { makeUpstreamSessions, SessionExpired } from "./UpstreamSessions.ts"
 
 /** Why an upstream exchange gave no usable answer; `message` is safe to show and log. */
@@ -138,7 +139,7 @@ export class Upstream extends Context.Service<Upstream, {
           }
           if (answer.status >= 400) throw new Refused(`the upstream server answered HTTP ${answer.status}`)
           const body = answer.status === 202 || answer.status === 204 ? null : answer.body.slice()
-          return new Response(body, { status: answer.status, headers: answer.headers })
+          return sdkResponse(answer.status, answer.headers, body)
         }
 
       /** A new session with the server (`initialize`), within the current call's deadline. */

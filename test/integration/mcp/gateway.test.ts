@@ -9,8 +9,9 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CallToolResultSchema, CreateTaskResultSchema } from "@modelcontextprotocol/sdk/types.js"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Fiber, Layer } from "effect"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
+import { eventually } from "../../support/http.ts"
 import { mcpUpstream } from "../../support/mcpUpstream.ts"
 import { loopbackTargets, TestTls } from "../../support/tls.ts"
 
@@ -197,6 +198,31 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         assert.isTrue(flooded.isError)
         assert.include(textOf(flooded as any), "SVC_MCP_UPSTREAM_MAX_BYTES")
       })))
+    it.effect("an allowed call's row is written in its step's commit, running while its tool runs", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const upstream = yield* mcpUpstream()
+        const org = yield* organization(upstream.url)
+        const { client, transport } = yield* connect(svc.baseUrl, org.key)
+        const hung = yield* Effect.forkScoped(
+          Effect.promise(() => client.callTool({ name: "tools__hang", arguments: {} }))
+        )
+        // The step's event and the call's row were written by one transaction (a restart finds both or neither).
+        const rows = yield* eventually(
+          Effect.map(
+            svc.sql<{ state: string; one_commit: boolean }>`
+              SELECT c.state, c.xmin::text = e.xmin::text AS one_commit FROM mcp_calls c
+              JOIN session_events e ON e.session_id = c.session_id AND e.name = 'step:governed'
+              WHERE c.session_id = ${transport.sessionId!}
+            `,
+            (rows) => rows.length > 0 ? rows : undefined
+          ),
+          { what: "the call's row" }
+        )
+        assert.deepStrictEqual(rows.map((row) => ({ ...row })), [{ state: "running", one_commit: true }])
+        const result = yield* Fiber.join(hung)
+        assert.include(textOf(result as any), "SVC_MCP_UPSTREAM_TIMEOUT")
+      })))
   })
 
   describe("calls that wait for a person", () => {
@@ -266,6 +292,12 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
         assert.isTrue(waited.isError)
         assert.include(textOf(waited as any), "SVC_MCP_APPROVAL_WAIT")
         assert.include(textOf(waited as any), "deploy-v3")
+        // The waiting call's row was written by its step's transaction, with the approval.
+        const call = yield* svc.sql<{ state: string; one_commit: boolean }>`
+          SELECT c.state, c.xmin::text = a.xmin::text AS one_commit FROM mcp_calls c
+          JOIN approvals a ON a.id = c.approval_id WHERE c.step_id = 'deploy-v3'
+        `
+        assert.deepStrictEqual(call.map((row) => ({ ...row })), [{ state: "pending", one_commit: true }])
         yield* decide(org, approvalOf(textOf(waited as any))!, "approve")
         const resumed = yield* Effect.promise(() => client.callTool(params))
         assert.strictEqual(textOf(resumed as any), "done deploy {\"text\":\"v3\"}")
