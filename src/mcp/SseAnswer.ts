@@ -18,47 +18,28 @@
  * 31-49 µs as JSON (`bench/notes/mcp.md`).
  */
 
+import { createParser } from "eventsource-parser"
+
 const decoder = new TextDecoder()
 
 /**
  * The one JSON-RPC response an SSE body carries, as JSON text; `undefined` unless that is all it carries.
- * Events as the SDK's client reads them (`eventsource-parser`): an event ends at an empty line, data lines
- * join with a newline, events of another type than `message` and events without data are skipped.
+ * Read by the parser the SDK's client reads streams with (`eventsource-parser`), fed the whole body at
+ * once: an event not ended by an empty line is not dispatched, the SDK's client reads events of type
+ * `message` (or none) only, and one without data carries no message.
  */
 export const soleResponseOf = (body: Uint8Array): string | undefined => {
-  let text = decoder.decode(body)
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1)
-  const lines = text.split(/\r\n|\r|\n/)
-  // The last piece has no line end: a stream read to its end leaves it unread.
-  lines.pop()
-  let found: string | undefined
-  let data: Array<string> = []
-  let type: string | undefined
-  for (const line of lines) {
-    if (line === "") {
-      if (data.length > 0 && (type === undefined || type === "message")) {
-        const joined = data.join("\n")
-        if (joined !== "") {
-          if (found !== undefined) return undefined
-          found = joined
-        }
-      }
-      data = []
-      type = undefined
-      continue
+  const messages: Array<string> = []
+  createParser({
+    onEvent: (event) => {
+      if ((event.event === undefined || event.event === "message") && event.data !== "") messages.push(event.data)
     }
-    if (line.charCodeAt(0) === 58) continue
-    const colon = line.indexOf(":")
-    const field = colon === -1 ? line : line.slice(0, colon)
-    const value = colon === -1 ? "" : line.slice(line.charCodeAt(colon + 1) === 32 ? colon + 2 : colon + 1)
-    if (field === "data") data.push(value)
-    else if (field === "event") type = value === "" ? undefined : value
-  }
-  if (found === undefined) return undefined
+  }).feed(decoder.decode(body))
+  if (messages.length !== 1) return undefined
   try {
-    const message = JSON.parse(found) as unknown
+    const message = JSON.parse(messages[0]!) as unknown
     if (typeof message !== "object" || message === null || Array.isArray(message)) return undefined
-    return "result" in message || "error" in message ? found : undefined
+    return "result" in message || "error" in message ? messages[0] : undefined
   } catch {
     return undefined
   }
