@@ -207,8 +207,7 @@ const prepare = (
           inferenceLogId: traceId,
           fingerprint: null,
           bytes: correction.length,
-          maxBytes: 1_000_000_000,
-          shard: n++ % 8
+          maxBytes: 1_000_000_000
         })
         : step(sql, {
           orgId,

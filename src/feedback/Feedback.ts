@@ -33,7 +33,6 @@ import type { PageRequest } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
-import { usageShard } from "../platform/OrgLimits.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { makeWorkerPool } from "../platform/WorkerPool.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
@@ -172,8 +171,7 @@ export class Feedback extends Context.Service<Feedback, {
           inferenceLogId: input.inference_log_id,
           fingerprint: known?.fingerprint ?? null,
           bytes,
-          maxBytes: config.maxFeedbackBytesPerOrg,
-          shard: usageShard()
+          maxBytes: config.maxFeedbackBytesPerOrg
         }))
         if (row !== undefined) {
           quota.stored(orgId, bytes)

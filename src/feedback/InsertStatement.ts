@@ -30,7 +30,7 @@ const statement = (withFingerprint: boolean) =>
       AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $orgId AND kind = 'feedback') + $bytes <= $maxBytes
       RETURNING ${COLUMNS}
     ), counted AS (
-      ${usageCountText("feedback", { orgId: "$orgId", shard: "$shard", bytes: "$bytes", from: "inserted" })}
+      ${usageCountText("feedback", { orgId: "$orgId", bytes: "$bytes", from: "inserted" })}
     )
     SELECT ${COLUMNS} FROM inserted`)
 
@@ -52,13 +52,12 @@ export interface FeedbackInsert {
   /** What the record counts against the quota, and the quota. */
   readonly bytes: number
   readonly maxBytes: number
-  readonly shard: number
 }
 
 /**
  * The statement: inserts the feedback row of the organization's run
  * (unless the fingerprint moved or the quota would be passed), counts its
- * bytes in the usage shard, and returns the new row's columns.
+ * bytes in its connection's usage shard, and returns the new row's columns.
  */
 export const feedbackInsert = (sql: SqlClient.SqlClient, row: FeedbackInsert) => {
   const { names, text } = row.fingerprint === null ? WITHOUT_FINGERPRINT : WITH_FINGERPRINT

@@ -21,7 +21,7 @@
  */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import { usageCountText, usageShard } from "../platform/OrgLimits.ts"
+import { usageCountText } from "../platform/OrgLimits.ts"
 import { RowDecodeError } from "../platform/Rows.ts"
 
 // The run is stored only within the organization's run quota
@@ -34,7 +34,7 @@ const RUN_INSERT = `
     AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $7 AND kind = 'runs') + $8 <= $9
     RETURNING task_id, created_at
   ), counted AS (
-    ${usageCountText("runs", { orgId: "$10", shard: "$11", bytes: "$12", from: "inserted" })}
+    ${usageCountText("runs", { orgId: "$10", bytes: "$11", from: "inserted" })}
   )
   SELECT task_id, created_at FROM inserted`
 
@@ -95,6 +95,5 @@ export const runInsert = (
     run.bytes,
     run.maxBytes,
     run.orgId,
-    usageShard(),
     run.bytes
   ]).pipe(Effect.orDie, Effect.flatMap(created))
