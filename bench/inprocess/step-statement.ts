@@ -60,7 +60,7 @@ import { stepSql } from "../../src/agents/StepStatement.ts"
 import type { CachedRule } from "../../src/approvals/PolicyCache.ts"
 import { Database, type DatabaseLayer } from "../../src/database/Database.ts"
 import { Migrations } from "../../src/database/Migrations.ts"
-import { feedbackInsert } from "../../src/feedback/InsertStatement.ts"
+import { feedbackStatement } from "../../src/feedback/InsertStatement.ts"
 import { newId } from "../../src/platform/Ids.ts"
 import { BENCH_RULES } from "../scenarios/steps.ts"
 import { checkoutModule } from "../support/checkoutModule.ts"
@@ -197,7 +197,7 @@ const prepare = (
         : kind === "session"
         ? sessionInsert(sql, newId(), orgId, null)
         : kind === "feedback"
-        ? feedbackInsert(sql, {
+        ? feedbackStatement(sql, {
           id: newId(),
           orgId,
           score: -1,
@@ -207,8 +207,7 @@ const prepare = (
           inferenceLogId: traceId,
           fingerprint: null,
           bytes: correction.length,
-          maxBytes: 1_000_000_000,
-          shard: n++ % 8
+          maxBytes: 1_000_000_000
         })
         : step(sql, {
           orgId,

@@ -33,7 +33,6 @@ import type { PageRequest } from "../platform/Cursor.ts"
 import { newId } from "../platform/Ids.ts"
 import { siblingModule } from "../platform/ModuleUrl.ts"
 import { Stale, whileStale } from "../platform/Optimistic.ts"
-import { usageShard } from "../platform/OrgLimits.ts"
 import { rowsOf } from "../platform/Rows.ts"
 import { makeWorkerPool } from "../platform/WorkerPool.ts"
 import { SecretStore } from "../secrets/SecretStore.ts"
@@ -46,17 +45,10 @@ import {
   phaseTimeoutsOf
 } from "./Corrections.ts"
 import { feedbackInsert } from "./InsertStatement.ts"
-import { FeedbackRow, type ListRequest, makeReview, toItem } from "./Promotion.ts"
+import { type ListRequest, makeReview, toItem } from "./Promotion.ts"
 import { feedbackBytes, makeQuota } from "./Quota.ts"
 import { rehearseSubmit, warmStart } from "./WarmStart.ts"
 
-// A new row's columns but the correction and the redacted fields: the
-// INSERT already holds them (sending them back would parse and decode the
-// correction once more per submission).
-const InsertedRows = rowsOf(
-  "feedback",
-  FeedbackRow.mapFields(({ correction: _c, redacted_fields: _r, ...rest }) => rest)
-)
 const RunRows = rowsOf("runs", Schema.Struct({ task_id: Schema.String }))
 /** Attempts of one submission that may find the cached credentials out of date (they changed meanwhile each time). */
 const MAX_ATTEMPTS = 6
@@ -162,25 +154,32 @@ export class Feedback extends Context.Service<Feedback, {
         const text = corrected?.text ?? null
         const redacted = corrected?.fields ?? []
         const bytes = feedbackBytes(text)
-        const row = yield* InsertedRows.one(feedbackInsert(sql, {
-          id: newId(),
+        const id = newId()
+        const status = corrected === undefined ? "recorded" : "pending"
+        // The new row's columns are those sent; the INSERT returns the rest.
+        const row = yield* feedbackInsert(sql, {
+          id,
           orgId,
           score: input.score,
           text,
           redacted,
-          status: corrected === undefined ? "recorded" : "pending",
+          status,
           inferenceLogId: input.inference_log_id,
           fingerprint: known?.fingerprint ?? null,
           bytes,
-          maxBytes: config.maxFeedbackBytesPerOrg,
-          shard: usageShard()
-        }))
+          maxBytes: config.maxFeedbackBytesPerOrg
+        })
         if (row !== undefined) {
           quota.stored(orgId, bytes)
           return toItem({
-            ...row,
+            id,
+            inference_log_id: input.inference_log_id,
+            task_id: row.task_id,
+            score: input.score,
             correction: corrected?.value ?? null,
-            redacted_fields: redacted.length === 0 ? null : redacted
+            redacted_fields: redacted.length === 0 ? null : redacted,
+            status,
+            created_at: row.created_at
           })
         }
         yield* quota.check(orgId, bytes)

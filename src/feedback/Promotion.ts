@@ -50,7 +50,7 @@ const COLUMNS = "id, seq, task_id, inference_log_id, score, correction, redacted
 const REDACTION_MESSAGE =
   "Protected values (credentials or recognizable secrets) were removed from these fields of the correction before it was saved."
 
-export const toItem = (row: typeof FeedbackRow.Type): FeedbackItem => ({
+export const toItem = (row: Omit<typeof FeedbackRow.Type, "seq">): FeedbackItem => ({
   id: row.id,
   inference_log_id: row.inference_log_id,
   task_id: row.task_id,

@@ -117,3 +117,28 @@ export const rowsOf = <S extends Schema.Constraint & { readonly DecodingServices
     )
   return { all, one, returned, decoded }
 }
+
+/** What an INSERT of a task's record returns that svc did not send: the task and the creation time. */
+export interface Created {
+  readonly task_id: string
+  readonly created_at: string
+}
+
+/**
+ * The first row of an INSERT's `RETURNING task_id, created_at` as the
+ * drivers hand it over (a `Date`, or text on a client with no type
+ * parser), checked by hand: a schema decoder over these columns cost more
+ * than the check (the timestamp goes through two transformations). None:
+ * nothing was inserted. Used by the logged-run and feedback INSERTs
+ * (`src/tasks/RunInsert.ts`, `src/feedback/InsertStatement.ts`).
+ */
+export const createdRow = (table: string) => (rows: ReadonlyArray<unknown>): Effect.Effect<Created | undefined> => {
+  const row = rows[0] as { readonly task_id?: unknown; readonly created_at?: unknown } | undefined
+  if (row === undefined) return Effect.succeed(undefined)
+  const at = row.created_at
+  if (typeof row.task_id === "string" && (at instanceof Date || typeof at === "string")) {
+    const date = at instanceof Date ? at : new Date(at)
+    if (!Number.isNaN(date.getTime())) return Effect.succeed({ task_id: row.task_id, created_at: date.toISOString() })
+  }
+  return Effect.die(new RowDecodeError({ table, detail: "expected task_id (text) and created_at (timestamptz)" }))
+}

@@ -21,8 +21,8 @@
  */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import { usageCountText, usageShard } from "../platform/OrgLimits.ts"
-import { RowDecodeError } from "../platform/Rows.ts"
+import { usageCountText } from "../platform/OrgLimits.ts"
+import { createdRow } from "../platform/Rows.ts"
 
 // The run is stored only within the organization's run quota
 // (`SVC_MAX_RUN_BYTES_PER_ORG`, `org_usage` of kind `runs`, migration 0791),
@@ -34,7 +34,7 @@ const RUN_INSERT = `
     AND (SELECT coalesce(sum(bytes), 0) FROM org_usage WHERE org_id = $7 AND kind = 'runs') + $8 <= $9
     RETURNING task_id, created_at
   ), counted AS (
-    ${usageCountText("runs", { orgId: "$10", shard: "$11", bytes: "$12", from: "inserted" })}
+    ${usageCountText("runs", { orgId: "$10", bytes: "$11", from: "inserted" })}
   )
   SELECT task_id, created_at FROM inserted`
 
@@ -43,29 +43,7 @@ export const RUN_RECORD_BYTES = 256
 export const runBytes = (input: string, answer: string) =>
   RUN_RECORD_BYTES + Buffer.byteLength(input, "utf8") + Buffer.byteLength(answer, "utf8")
 
-/** The stored run's columns svc did not send: none when the organization has no such task. */
-export interface RunCreated {
-  readonly task_id: string
-  readonly created_at: string
-}
-
-/**
- * The row as the drivers hand it over (a `Date`, or text on a client with
- * no type parser), checked by hand: a schema decoder over two columns cost
- * more than the check (the timestamp went through two transformations).
- */
-const created = (rows: ReadonlyArray<unknown>): Effect.Effect<RunCreated | undefined> => {
-  const row = rows[0] as { readonly task_id?: unknown; readonly created_at?: unknown } | undefined
-  if (row === undefined) return Effect.succeed(undefined)
-  const at = row.created_at
-  if (typeof row.task_id === "string" && (at instanceof Date || typeof at === "string")) {
-    const date = at instanceof Date ? at : new Date(at)
-    if (!Number.isNaN(date.getTime())) return Effect.succeed({ task_id: row.task_id, created_at: date.toISOString() })
-  }
-  return Effect.die(
-    new RowDecodeError({ table: "runs", detail: "expected task_id (text) and created_at (timestamptz)" })
-  )
-}
+const created = createdRow("runs")
 
 /**
  * Inserts run `traceId` of `orgId`'s task `taskId` (`input` and `answer` as
@@ -95,6 +73,5 @@ export const runInsert = (
     run.bytes,
     run.maxBytes,
     run.orgId,
-    usageShard(),
     run.bytes
   ]).pipe(Effect.orDie, Effect.flatMap(created))
