@@ -111,6 +111,8 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
   readonly scrub: (orgId: string, response: Document) => Effect.Effect<Document, OverBudget | RuleWorkersBusy>
   /** Workers terminated and replaced so far (over budget, out of memory). */
   readonly replacedWorkers: () => number
+  /** Starts every worker not started and waits until each is ready (a server does with `warmStart`). */
+  readonly warm: Effect.Effect<void>
 }>()("svc/approvals/RuleWorkers") {
   static readonly layer = Layer.effect(
     RuleWorkers,
@@ -137,8 +139,9 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
         ),
         (pool) => Effect.sync(pool.close)
       )
+      const warm = Effect.promise(pool.warm)
       // Started with the server, as the validation workers: the first step whose rules need one does not wait for it.
-      if (config.warmStart) yield* Effect.promise(pool.warm)
+      if (config.warmStart) yield* warm
 
       const run = <A>(
         orgId: string,
@@ -257,7 +260,15 @@ export class RuleWorkers extends Context.Service<RuleWorkers, {
         )
       })
 
-      return RuleWorkers.of({ run: runRules, needsWorker, edit, scrub, check, replacedWorkers: pool.replacedWorkers })
+      return RuleWorkers.of({
+        run: runRules,
+        needsWorker,
+        edit,
+        scrub,
+        check,
+        replacedWorkers: pool.replacedWorkers,
+        warm
+      })
     })
   )
 }

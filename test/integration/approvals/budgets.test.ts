@@ -38,59 +38,47 @@ const hostile = (name: string) => hostileRules().find((rule) => rule.name === na
 
 const settings = { review_seconds: 900, expiring_notice_seconds: 300, timeout_action: "reject" } as const
 
-const p95 = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length * 0.95)] ?? 0
-
 /**
  * Runs `effect` while another organization reads its approvals every 20 ms;
- * answers its result, and those reads' p95 and slowest (ms) beside the p95
- * of 20 reads made before, when nothing else ran.
+ * answers its result and how many of those reads were answered while it
+ * ran, before its rules' deadline could have passed (started after it
+ * began, ended within 90 % of `TIMEOUT_MS` of that): reads answered once
+ * a deadline has freed whatever waited for it do not count.
  */
 const whileOtherOrgReads = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
     const svc = yield* SvcTest
     const other = yield* SvcTest.org({ scopes: ["agents.read"] })
     const read = raw(`${svc.baseUrl}/v1/agent-approvals?limit=1`, { headers: { authorization: `Bearer ${other.key}` } })
-    const timed = Effect.gen(function*() {
+    const reads: Array<{ readonly started: number; readonly ended: number }> = []
+    const poller = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
       const started = performance.now()
       const answer = yield* read
       assert.strictEqual(answer.status, 200)
-      return performance.now() - started
-    })
-    const quiet: Array<number> = []
-    for (let i = 0; i < 20; i++) quiet.push(yield* timed)
-    const latencies: Array<number> = []
-    const poller = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
-      latencies.push(yield* timed)
+      reads.push({ started, ended: performance.now() })
       yield* Effect.sleep("20 millis")
     })))
+    const started = performance.now()
     const result = yield* effect
+    const ended = performance.now()
     yield* Fiber.interrupt(poller)
-    return {
-      result,
-      quietP95: p95(quiet),
-      p95: p95(latencies),
-      slowestMs: Math.max(0, ...latencies),
-      reads: latencies.length
-    }
+    const before = Math.min(ended, started + 0.9 * TIMEOUT_MS)
+    return { result, answeredMeanwhile: reads.filter((each) => each.started >= started && each.ended <= before).length }
   })
 
 /**
- * Another organization's reads meanwhile: p95 within 3x its quiet p95 plus
- * 250 ms, none over 2 s. Unbounded, each of these rules held every
- * organization for 9 s to forever; the slowest read's slack is a 2-core
- * machine shared by several test runs (load average up to 45).
+ * Another organization was answered while the expensive request ran
+ * towards its deadline: at least 5 reads. Had the work held the event loop
+ * or the database until its deadline, none would have been. How long those reads took, alone on the machine, is the
+ * hostile-tenant suite's (test/hostile); here other test files share the
+ * cores.
  */
-const othersServed = (
-  what: string,
-  reads: { readonly quietP95: number; readonly p95: number; readonly slowestMs: number }
-) => {
-  assert.isBelow(
-    reads.p95,
-    3 * reads.quietP95 + 250,
-    `${what}: another organization's p95 ${reads.p95} ms (quiet ${reads.quietP95} ms)`
+const othersServed = (what: string, answeredMeanwhile: number) =>
+  assert.isAtLeast(
+    answeredMeanwhile,
+    5,
+    `${what}: another organization was answered ${answeredMeanwhile} times meanwhile`
   )
-  assert.isBelow(reads.slowestMs, 2000, `${what}: another organization waited ${reads.slowestMs} ms`)
-}
 
 const step = (org: TestOrg, sessionId: string, stepId: string, args: unknown) =>
   Effect.gen(function*() {
@@ -122,14 +110,13 @@ layer(SvcTest.layer({ config: { approvalRules: rulesConfig } }), { excludeTestSe
             // The rule workers started (a server starts them with it; the test kit does not warm).
             const small = yield* step(org, session.id, "fan-out-0", { recipients: "a,b", blocked: "c" })
             assert.deepStrictEqual(small.json, { decision: "reject" })
-            const { result, reads, ...others } = yield* whileOtherOrgReads(step(org, session.id, "fan-out-1", args))
+            const { answeredMeanwhile, result } = yield* whileOtherOrgReads(step(org, session.id, "fan-out-1", args))
             assert.strictEqual(result.status, 200, result.text.slice(0, 300))
             // The rule did not decide (it would allow): the class's settings did.
             assert.deepStrictEqual(result.json, { decision: "reject" })
             // The deadline, plus reading, checking and storing a 500 KB step on a machine shared by several test runs.
             assert.isBelow(result.ms, TIMEOUT_MS + 5000, `the step took ${result.ms} ms`)
-            assert.isAbove(reads, 3)
-            othersServed("recipients", others)
+            othersServed("recipients", answeredMeanwhile)
           }),
         60_000
       )
@@ -144,10 +131,10 @@ layer(SvcTest.layer({ config: { approvalRules: rulesConfig } }), { excludeTestSe
           })
           const session = yield* org.client.agentSessions.create({ payload: {} })
           yield* step(org, session.id, "contains-0", { l: [1], s: "ab", t: "c" })
-          const { result, ...others } = yield* whileOtherOrgReads(step(org, session.id, "contains-1", args))
+          const { answeredMeanwhile, result } = yield* whileOtherOrgReads(step(org, session.id, "contains-1", args))
           assert.strictEqual(result.status, 200, result.text.slice(0, 300))
           assert.deepStrictEqual(result.json, { decision: "reject" })
-          othersServed("contains-loop", others)
+          othersServed("contains-loop", answeredMeanwhile)
         }), 60_000)
 
       it.effect(
@@ -200,7 +187,7 @@ layer(SvcTest.layer({ config: { approvalRules: rulesConfig } }), { excludeTestSe
                 200
               )
               let took = 0
-              const { result, ...others } = yield* whileOtherOrgReads(Effect.gen(function*() {
+              const { answeredMeanwhile, result } = yield* whileOtherOrgReads(Effect.gen(function*() {
                 const started = performance.now()
                 const answer = yield* dry([rule])
                 took = performance.now() - started
@@ -211,7 +198,7 @@ layer(SvcTest.layer({ config: { approvalRules: rulesConfig } }), { excludeTestSe
               assert.include(["SVC_APPROVAL_RULES_TIMEOUT", "SVC_APPROVAL_RULES_HEAP_MB"], result.json.limit)
               assert.strictEqual(result.json.field, "rules[0].condition")
               assert.isBelow(took, TIMEOUT_MS + 3000, `${name} took ${took} ms`)
-              othersServed(name, others)
+              othersServed(name, answeredMeanwhile)
             }
           }),
         120_000

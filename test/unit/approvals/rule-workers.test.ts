@@ -134,10 +134,8 @@ layer(Workers, { excludeTestServices: true })("rule workers", (it) => {
           const slow = compiled([hostile!.rule])
           const cheap = compiled(BENCH_RULES as ReadonlyArray<PolicyRule>)
           const heavy = { command: "ls", cwd: "/srv", note: "x".repeat(64 * 1024) }
-          // Both workers started (a server starts them with it).
-          yield* Effect.all([workers.run("org-b", cheap, facts(heavy)), workers.run("org-c", cheap, facts(heavy))], {
-            concurrency: 2
-          })
+          // Both workers ready (a server starts them with it; an earlier case may have replaced one).
+          yield* workers.warm
           const fiber = yield* Effect.forkChild(Effect.flip(workers.run("org-a", slow, facts(hostile!.arguments))))
           yield* Effect.sleep("10 millis")
           const started = performance.now()
