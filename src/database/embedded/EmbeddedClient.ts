@@ -6,7 +6,7 @@
  * statement or one whole transaction at a time.
  */
 import { PgClient } from "@effect/sql-pg"
-import { Context, Duration, Effect, Fiber, Scope, Semaphore, Stream } from "effect"
+import { Context, Duration, Effect, Fiber, Scope, Stream } from "effect"
 import type { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import type { Connection } from "effect/sql/SqlConnection"
@@ -15,6 +15,7 @@ import * as Statement from "effect/sql/Statement"
 import { countStatement, type TransactionState } from "../WorkCounts.ts"
 import { toPglite } from "./EmbeddedParameters.ts"
 import { type EmbeddedSession, millis, StatementAllowance, unknownError } from "./EmbeddedSession.ts"
+import { makeEmbeddedTurns } from "./EmbeddedTurns.ts"
 
 const PgJson = Statement.custom<Statement.Custom<"PgJson", unknown>>("PgJson")
 
@@ -102,7 +103,8 @@ export const makeEmbeddedClient = (
 ): Effect.Effect<PgClient.PgClient, never, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function*() {
     const connection = new EmbeddedConnection(session)
-    const semaphore = Semaphore.makeUnsafe(1)
+    // One statement or transaction at a time, organizations in turn.
+    const turns = makeEmbeddedTurns()
     const holdBound = Duration.sum(session.transactionTimeout, session.statementTimeout)
     // A transaction (or a reserved connection) holds the session until its
     // scope closes; past the bound its fiber is interrupted, which rolls it back.
@@ -110,7 +112,7 @@ export const makeEmbeddedClient = (
       Effect.gen(function*() {
         const holder = Fiber.getCurrent()!
         const scope = Context.getUnsafe(holder.context, Scope.Scope)
-        yield* restore(semaphore.take(1))
+        yield* restore(turns.take)
         const watchdog = yield* Effect.forkDetach(
           Effect.sleep(holdBound).pipe(
             Effect.andThen(Effect.logWarning(
@@ -121,13 +123,13 @@ export const makeEmbeddedClient = (
             Effect.andThen(Fiber.interrupt(holder))
           )
         )
-        yield* Scope.addFinalizer(scope, Effect.andThen(Fiber.interrupt(watchdog), semaphore.release(1)))
+        yield* Scope.addFinalizer(scope, Effect.andThen(Fiber.interrupt(watchdog), turns.release))
         return connection as Connection
       })
     )
     const client = yield* SqlClient.make({
       acquirer,
-      borrower: (f) => semaphore.withPermit(f(connection)),
+      borrower: (f) => turns.withTurn(f(connection)),
       transactionAcquirer: acquirer,
       compiler: PgClient.makeCompiler(undefined, true),
       driver: "pglite",
