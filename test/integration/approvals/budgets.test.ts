@@ -68,15 +68,17 @@ const whileOtherOrgReads = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 /**
  * Another organization was answered while the expensive request ran
- * towards its deadline: at least 5 reads. Had the work held the event loop
- * or the database until its deadline, none would have been. How long those reads took, alone on the machine, is the
+ * towards its deadline: at least 3 reads (about 30 when alone; 7 or more
+ * with reads ten times as slow). Had the work held the event loop or the
+ * database until its deadline, at most one, sent before it began, would
+ * have been. How long those reads took, alone on the machine, is the
  * hostile-tenant suite's (test/hostile); here other test files share the
  * cores.
  */
 const othersServed = (what: string, answeredMeanwhile: number) =>
   assert.isAtLeast(
     answeredMeanwhile,
-    5,
+    3,
     `${what}: another organization was answered ${answeredMeanwhile} times meanwhile`
   )
 
