@@ -23,6 +23,8 @@ import {
 const POOL_IDLE_TTL = Duration.minutes(1)
 /** Connections per pool; the callers (delivery workers) bound their own concurrency. */
 const POOL_CONNECTIONS = 32
+/** How long an idle connection is kept when the server names no keep-alive time (below servers' common 5 s). */
+const IDLE_KEEP_ALIVE_MS = 4_000
 
 const USER_AGENT = `svc/${VERSION}`
 
@@ -115,7 +117,13 @@ const makePool = (key: PoolKey, trust: tls.SecureContext, ca: ReadonlyArray<stri
   return new Pool(key.origin, {
     connections: key.connections,
     allowH2: false,
-    keepAliveTimeout: 10_000,
+    // An idle connection is given up before a server that names no
+    // keep-alive time may close its side (at 5 s for Node's and Apache's
+    // servers; Node names none when the answer sets `Connection` itself, as
+    // the MCP SDK's server does): a request sent on a connection the server
+    // is closing is answered with a reset, and a POST is never sent again.
+    // A server that names its time is believed, less 2 s (undici's rule).
+    keepAliveTimeout: IDLE_KEEP_ALIVE_MS,
     keepAliveMaxTimeout: 60_000,
     connect: (options, callback) =>
       // An IP literal is never looked up by Node, so the pinned lookup does not

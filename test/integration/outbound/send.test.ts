@@ -458,4 +458,30 @@ describe("send: the target is checked again at every send", () => {
       assert.strictEqual(a1, a2)
       assert.strictEqual(b1, b2)
     }).pipe(Effect.scoped))
+
+  // A server that closes an idle connection (Node's and Apache's after 5 s)
+  // just as the next request arrives on it answers that request with a
+  // reset, and a POST is never sent again: svc gives an idle connection up
+  // before such a server would. The MCP SDK's server sets `Connection`
+  // itself, so Node names no keep-alive time (`Keep-Alive: timeout=5`).
+  it.live(
+    "a connection idle for 5 s is not reused when the server names no keep-alive time",
+    () =>
+      Effect.gen(function*() {
+        const receiver = yield* HttpsReceiver.make({
+          respond: () => ({ status: 200, headers: { connection: "keep-alive" }, body: "ok" })
+        })
+        const first = yield* post(receiver.url("/hook"))
+        assert.strictEqual(first.headers["connection"], "keep-alive")
+        assert.isUndefined(first.headers["keep-alive"])
+        yield* Effect.sleep("1 second")
+        yield* post(receiver.url("/hook"))
+        yield* Effect.sleep("5 seconds")
+        yield* post(receiver.url("/hook"))
+        const [a, b, c] = (yield* receiver.waitForRequests(3)).map((request) => request.connectionId)
+        assert.strictEqual(a, b, "one idle for 1 s is reused")
+        assert.notStrictEqual(b, c, "one idle for 5 s is not")
+      }).pipe(Effect.scoped, Effect.provide(outbound())),
+    15_000
+  )
 })
