@@ -154,7 +154,10 @@ export const makeOperatorPipeline = (settings: OperatorTraceSettings, metrics: M
     const agent = yield* Effect.acquireRelease(
       Effect.sync(() =>
         new Agent({
-          keepAliveTimeout: 30_000,
+          // Below the 5 s after which Node's and Apache's servers close an idle
+          // connection when they name no keep-alive time: an export sent on a
+          // connection being closed is answered with a reset (as in outbound/Pools.ts).
+          keepAliveTimeout: 4_000,
           connections: 2,
           ...(settings.ca === undefined
             ? {}
