@@ -16,6 +16,14 @@ import { eventually } from "../../support/http.ts"
 import { compileCache, root } from "../../support/process.ts"
 import { TestTls } from "../../support/tls.ts"
 
+/**
+ * The lines the receiver has finished writing to `file`: it appends each
+ * as a whole line, but a reader may find the file just created, still
+ * empty, or a line not yet ended.
+ */
+const writtenLines = (file: string): Array<string> =>
+  fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").slice(0, -1) : []
+
 const startReceiver = (env: Record<string, string>) =>
   Effect.acquireRelease(
     Effect.callback<{ url: string; output: () => string }>((resume) => {
@@ -232,9 +240,7 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
         yield* eventually(
           Effect.sync(() => {
             const file = path.join(dir, "data", "done.jsonl")
-            return fs.existsSync(file) && fs.readFileSync(file, "utf8").trim().split("\n").length === 2
-              ? true
-              : undefined
+            return writtenLines(file).length === 2 ? true : undefined
           }),
           { what: "both events worked off", timeoutMs: 20_000 }
         )
@@ -243,9 +249,7 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
         )
         assert.strictEqual(resumed.length, 1, receiver.output())
         // The agent is woken once, told it may run the step; the receiver never sends the step again.
-        const wakeups = fs.readFileSync(path.join(dir, "data", "wakeups.jsonl"), "utf8").trim().split("\n").map((
-          line
-        ) => JSON.parse(line))
+        const wakeups = writtenLines(path.join(dir, "data", "wakeups.jsonl")).map((line) => JSON.parse(line))
         assert.deepStrictEqual(wakeups, [{
           approval_id: step.approval_id,
           session_id: session.id,
@@ -295,9 +299,7 @@ layer(webhookService(), { excludeTestServices: true })("the example receiver", (
         const file = path.join(dir, "data", "wakeups.jsonl")
         const wakeups = yield* eventually(
           Effect.sync(() => {
-            const lines = fs.existsSync(file)
-              ? fs.readFileSync(file, "utf8").trim().split("\n").map((line) => JSON.parse(line))
-              : []
+            const lines = writtenLines(file).map((line) => JSON.parse(line))
             return lines.length === 2 ? lines : undefined
           }),
           { what: "both agents woken", timeoutMs: 30_000 }
