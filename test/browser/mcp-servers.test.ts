@@ -69,6 +69,8 @@ describeBrowser("MCP servers", () => {
     await page.getByRole("navigation", { name: "Screens" }).getByRole("link", { name: "MCP servers" }).click()
     await page.getByRole("heading", { level: 1, name: "MCP servers" }).waitFor()
     const servers = page.getByRole("list", { name: "MCP servers" })
+    // The page's heading comes before the list, which arrives with the servers in one answer.
+    await servers.getByRole("heading", { level: 2 }).first().waitFor()
     assert.deepStrictEqual(await servers.getByRole("heading", { level: 2 }).allTextContents(), ["offline", "ops"])
 
     // The server that answers: its facts, then its tools as a person reads them, row by row.
