@@ -23,8 +23,8 @@ export interface RunSection {
 }
 
 export const RUN_SECTIONS: ReadonlyArray<RunSection> = [
-  { page: "README.md", section: "Quick start", runner: "test/integration/foundation/readme.test.ts" },
-  { page: "README.md", section: "Your first calls", runner: "test/integration/foundation/readme.test.ts" },
+  { page: "README.md", section: "Quick start", runner: "test/processes/foundation/readme.test.ts" },
+  { page: "README.md", section: "Your first calls", runner: "test/processes/foundation/readme.test.ts" },
   { page: "docs/operations.md", section: "The CLI", runner: "test/processes/foundation/operations-cli.test.ts" },
   { page: "docs/approvals.md", section: "Governed steps", runner: "test/processes/agents/agent-examples.test.ts" },
   { page: "docs/approvals.md", section: "The agent loop", runner: "test/processes/agents/agent-examples.test.ts" },

@@ -4,7 +4,7 @@
  * `npx` or `svc`) either runs in a test or says `illustrative` in its
  * fence (```` ```sh illustrative ````): the blocks that run are listed in
  * test/support/run-blocks.ts, whose runners take them from there (the
- * README's quick start and first calls: test/integration/foundation/readme.test.ts).
+ * README's quick start and first calls: test/processes/foundation/readme.test.ts).
  * Besides, TypeScript blocks compile against svc's packages (`@svc/client`,
  * `@svc/testing`, `@svc/receiver`), shell blocks parse, JSON blocks are
  * JSON, and the Python verifier accepts what svc signs and refuses what it

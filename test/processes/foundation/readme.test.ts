@@ -9,8 +9,8 @@
  * The test's only changes to the commands: its ports and folders are its
  * own (8080 and 8787 become free ports, `.receiver-data/` a fresh folder,
  * `SVC_DATA_DIR` a fresh data folder), so it never meets a developer's
- * running svc. `npm install` and `npm test` are the commands that run this
- * test: they are checked to be what the README says, not run again.
+ * running svc. `npm install` and `npm test` are checked to be what the
+ * README says, not run again.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
@@ -117,7 +117,7 @@ const curl = spawnSync("curl", ["--version"]).status === 0
 describe.skipIf(onServerRun)("the README, as a newcomer runs it", () => {
   const readme = read("README.md")
 
-  it("the quick start is npm install, npm start and npm test, and npm test runs this suite", () => {
+  it("the quick start is npm install, npm start and npm test, the scripts this checkout defines", () => {
     const quickStart = shellBlocksOf(readme, "Quick start").flatMap(commandsOf)
     assert.deepStrictEqual(quickStart, ["npm install", "npm start", "npm test"])
     const scripts = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")).scripts
