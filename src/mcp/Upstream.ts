@@ -9,7 +9,10 @@
  * per server (a server that hangs holds only its own connections), one
  * deadline over a call's exchanges (`SVC_MCP_UPSTREAM_TIMEOUT`: opening
  * a session when there is none, the call) and at most
- * `SVC_MCP_UPSTREAM_MAX_BYTES` of any answer. Sessions are kept per
+ * `SVC_MCP_UPSTREAM_MAX_BYTES` of any answer. A message safe to repeat
+ * (`initialize`, `notifications/initialized`, `tools/list`, `ping`) whose
+ * connection was closed or reset before any answer is sent once more on
+ * another connection; a `tools/call` never is. Sessions are kept per
  * (organization, server) in the process (`UpstreamSessions.ts`); the
  * server's test opens a session of its own. Upstream calls in flight are
  * bounded per organization and process (`SVC_MCP_UPSTREAM_CALLS_PER_ORG`).
@@ -65,6 +68,26 @@ const safeMessage = (timeoutMs: number) => (error: unknown): string => {
   return "the upstream server's answer could not be read"
 }
 
+/** Messages whose second sending changes nothing: a new session at most (`initialize`), never a tool run. */
+const REPEATABLE_METHODS: ReadonlySet<string> = new Set([
+  "initialize",
+  "notifications/initialized",
+  "tools/list",
+  "ping"
+])
+
+/** Whether svc's JSON-RPC message (one, as the SDK sends them) may be sent again: its method says so. */
+const isRepeatable = (body: string | undefined): boolean => {
+  if (body === undefined) return false
+  try {
+    const message: unknown = JSON.parse(body)
+    return typeof message === "object" && message !== null && "method" in message &&
+      typeof message.method === "string" && REPEATABLE_METHODS.has(message.method)
+  } catch {
+    return false
+  }
+}
+
 /** The deadline (`performance.now()`) of the call an exchange belongs to. */
 const callDeadline = new AsyncLocalStorage<number>()
 
@@ -110,12 +133,17 @@ export class Upstream extends Context.Service<Upstream, {
           for (const [name, value] of connection.headers) headers[name] = Redacted.value(value)
           const remaining = (callDeadline.getStore() ?? performance.now() + timeoutMs) - performance.now()
           if (remaining <= 0) throw new Refused(timeoutMessage)
+          const body = typeof init?.body === "string" ? init.body : undefined
           const answer = await run(
             outbound.send({
               url: String(url),
               method: "POST",
               headers,
-              body: typeof init?.body === "string" ? init.body : undefined,
+              body,
+              // A kept-alive connection the server closes as a message goes out
+              // answers nothing: a message safe to repeat is sent once more on
+              // another connection; a `tools/call` never (it may have run).
+              repeatable: isRepeatable(body),
               timeout: Duration.millis(remaining),
               maxResponseBytes: maxBytes,
               partition: `mcp:${connection.server.id}`,
@@ -138,8 +166,8 @@ export class Upstream extends Context.Service<Upstream, {
             throw new SessionExpired("the upstream server no longer knows svc's session (HTTP 404)")
           }
           if (answer.status >= 400) throw new Refused(`the upstream server answered HTTP ${answer.status}`)
-          const body = answer.status === 202 || answer.status === 204 ? null : answer.body.slice()
-          return sdkResponse(answer.status, answer.headers, body)
+          const answered = answer.status === 202 || answer.status === 204 ? null : answer.body.slice()
+          return sdkResponse(answer.status, answer.headers, answered)
         }
 
       /** A new session with the server (`initialize`), within the current call's deadline. */

@@ -17,7 +17,7 @@
  * arrives with its last byte, and headers come back lower-case with
  * repeated ones joined by `, `.
  */
-import type { Dispatcher, Pool } from "undici"
+import type { Dispatcher } from "undici"
 
 export interface Exchanged {
   readonly status: number
@@ -37,6 +37,12 @@ export interface ExchangeRequest {
   readonly headersTimeout: number
   readonly bodyTimeout: number
 }
+
+/**
+ * The answer, or what undici threw and whether the answer had begun
+ * (its status and headers had arrived) when it did.
+ */
+export type ExchangeCallback = (error: unknown, exchanged: Exchanged | undefined, answering?: boolean) => void
 
 /** Why a response was cut: the handler aborts the rest with this (never reported). */
 const CUT = new Error("response body cut at its limit")
@@ -72,8 +78,8 @@ class Handler implements Dispatcher.DispatchHandler {
   /** Answered or aborted: nothing more is reported. */
   private done = false
   private readonly maxBytes: number
-  private readonly callback: (error: unknown, exchanged: Exchanged | undefined) => void
-  constructor(maxBytes: number, callback: (error: unknown, exchanged: Exchanged | undefined) => void) {
+  private readonly callback: ExchangeCallback
+  constructor(maxBytes: number, callback: ExchangeCallback) {
     this.maxBytes = maxBytes
     this.callback = callback
   }
@@ -118,7 +124,7 @@ class Handler implements Dispatcher.DispatchHandler {
   onResponseError(_controller: Dispatcher.DispatchController | null, error: Error) {
     if (this.done) return
     this.done = true
-    this.callback(error, undefined)
+    this.callback(error, undefined, this.headers !== undefined)
   }
 
   /** The answer as read so far; `cut`: the rest is not read (the request is aborted). */
@@ -146,11 +152,7 @@ class Handler implements Dispatcher.DispatchHandler {
  * exactly once, unless the answered `abort` came first (it ends the
  * exchange early).
  */
-export const startExchange = (
-  pool: Pool,
-  request: ExchangeRequest,
-  callback: (error: unknown, exchanged: Exchanged | undefined) => void
-) => {
+export const startExchange = (pool: Dispatcher, request: ExchangeRequest, callback: ExchangeCallback) => {
   const handler = new Handler(request.maxBytes, callback)
   // Invalid arguments are reported to the handler too (`onResponseError`).
   pool.dispatch({

@@ -14,7 +14,8 @@
  *   `SVC_EXTRA_CA_FILE` with SNI/hostname of the URL, redirects never
  *   followed (a 3xx is just a status), one deadline over the whole exchange
  *   (resolution, connect, TLS, headers, body), response body read up to
- *   `maxResponseBytes`.
+ *   `maxResponseBytes`. A `repeatable` request whose connection is closed
+ *   or reset before any answer is sent once more on a new connection.
  *
  * Address classes: `AddressPolicy.ts`. URL rules and names: `TargetUrl.ts`.
  * Name resolution (replaceable in tests): `Resolver.ts`.

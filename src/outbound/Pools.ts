@@ -6,12 +6,13 @@
 import { Duration, Effect } from "effect"
 import { readFileSync } from "node:fs"
 import * as tls from "node:tls"
-import { buildConnector, Pool } from "undici"
+import { buildConnector, Client, Pool } from "undici"
 import { VERSION } from "../api/Version.ts"
 import { type Address, parseAddress } from "./AddressPolicy.ts"
-import { startExchange } from "./Exchange.ts"
+import { type ExchangeCallback, startExchange } from "./Exchange.ts"
 import {
   type ClientCertificate,
+  isClosedConnection,
   OutboundFailure,
   type OutboundRequest,
   type OutboundResponse,
@@ -114,14 +115,14 @@ const makePool = (key: PoolKey, trust: tls.SecureContext, ca: ReadonlyArray<stri
     allowH2: false,
     lookup: pinnedLookup(key.addresses)
   })
-  return new Pool(key.origin, {
-    connections: key.connections,
+  const settings = {
     allowH2: false,
     // An idle connection is given up before a server that names no
     // keep-alive time may close its side (at 5 s for Node's and Apache's
     // servers; Node names none when the answer sets `Connection` itself, as
     // the MCP SDK's server does): a request sent on a connection the server
-    // is closing is answered with a reset, and a POST is never sent again.
+    // is closing is answered with a reset, and a POST is sent again only
+    // when its caller says it is `repeatable`.
     // A server that names its time is believed, less 2 s (undici's rule).
     keepAliveTimeout: IDLE_KEEP_ALIVE_MS,
     keepAliveMaxTimeout: 60_000,
@@ -131,11 +132,17 @@ const makePool = (key: PoolKey, trust: tls.SecureContext, ca: ReadonlyArray<stri
       // its IPv4 address). A name keeps its hostname (SNI and certificate
       // hostname come from it) and reaches the address through the lookup.
       connector(literal === undefined ? options : { ...options, hostname: key.addresses[0] }, callback)
-  })
+  } satisfies Client.Options
+  return {
+    pool: new Pool(key.origin, { ...settings, connections: key.connections }),
+    /** A client of one new connection with the pool's settings, outside the pool. */
+    fresh: () => new Client(key.origin, settings)
+  }
 }
 
 interface PoolEntry {
   readonly pool: Pool
+  readonly fresh: () => Client
   /** Exchanges in flight through it. */
   active: number
   /** `performance.now()` when its last exchange ended. */
@@ -175,7 +182,7 @@ export const makePools = Effect.fnUntraced(function*(ca: ReadonlyArray<string>) 
     }`
     let entry = pools.get(id)
     if (entry === undefined) {
-      entry = { pool: makePool(key, trust, ca), active: 0, idleSince: performance.now() }
+      entry = { ...makePool(key, trust, ca), active: 0, idleSince: performance.now() }
       pools.set(id, entry)
     } else {
       // Taken now: not idle, whatever happens before its exchange starts.
@@ -242,7 +249,7 @@ export const makePools = Effect.fnUntraced(function*(ca: ReadonlyArray<string>) 
       return true
     }
     entry.active++
-    const running = startExchange(entry.pool, {
+    const exchangeRequest = {
       path: `${target.url.pathname}${target.url.search}`,
       method: request.method,
       headers: requestHeaders(request.headers),
@@ -252,26 +259,52 @@ export const makePools = Effect.fnUntraced(function*(ca: ReadonlyArray<string>) 
       // timer below, which ends the exchange.
       headersTimeout: Number.isFinite(remainingMs) ? remainingMs : 0,
       bodyTimeout: Number.isFinite(remainingMs) ? remainingMs : 0
-    }, (error, exchanged) => {
-      if (!over()) return
-      done(
-        exchanged !== undefined
-          ? { ...exchanged, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse
-          : toFailure(error, timedOut)
-      )
-    })
+    }
+    let repeats = request.repeatable === true ? 1 : 0
+    let running: { readonly abort: () => void } | undefined
+    const answered: ExchangeCallback = (error, exchanged, answering) => {
+      if (ended) return
+      if (exchanged !== undefined) {
+        if (over()) {
+          done({ ...exchanged, elapsedMs: Math.round(performance.now() - started) } satisfies OutboundResponse)
+        }
+        return
+      }
+      const failure = toFailure(error, timedOut)
+      // A kept-alive connection the server closed as the request went out
+      // (undici sends nothing twice itself): sent once more on a new
+      // connection, outside the pool, whose other idle connections the
+      // server may be closing too.
+      if (repeats > 0 && answering !== true && failure.reason === "network" && isClosedConnection(error)) {
+        repeats--
+        const client = entry.fresh()
+        const again = startExchange(client, exchangeRequest, (error, exchanged, answering) => {
+          void client.close().catch(() => undefined)
+          answered(error, exchanged, answering)
+        })
+        running = {
+          abort: () => {
+            again.abort()
+            void client.destroy().catch(() => undefined)
+          }
+        }
+        return
+      }
+      if (over()) done(failure)
+    }
+    running = startExchange(entry.pool, exchangeRequest, answered)
     if (!ended && Number.isFinite(remainingMs)) {
       // Whole milliseconds, never later than the deadline: Node keeps
       // one list of timers per distinct duration, and a fractional one
       // made a new list (and a priority-queue insert) for every send:
       // 3 % of the drain's busy CPU in a profile, none now.
       timer = setTimeout(() => {
-        running.abort()
+        running?.abort()
         if (over()) done(timedOut())
       }, Math.max(1, Math.floor(remainingMs)))
     }
     return () => {
-      running.abort()
+      running?.abort()
       over()
     }
   }

@@ -52,6 +52,14 @@ export interface OutboundRequest {
   readonly orgId?: string | undefined
   /** Presented when the server asks for one; its connections have a pool of their own. */
   readonly clientCertificate?: ClientCertificate | undefined
+  /**
+   * The request is safe to send twice (it changes nothing the first sending
+   * did not): when its connection is closed or reset before any answer (a
+   * kept-alive connection the server closed as the request went out), it is
+   * sent once more, on another connection, within the same deadline. Never
+   * for a request that may have acted.
+   */
+  readonly repeatable?: boolean | undefined
 }
 
 export interface OutboundResponse {
@@ -136,6 +144,12 @@ const errorCodes = (error: unknown): ReadonlyArray<string> => {
   visit(error, 0)
   return codes
 }
+
+/** Codes of a connection the server closed or reset (undici's `other side closed` is `UND_ERR_SOCKET`). */
+const closedCodes = new Set(["UND_ERR_SOCKET", "ECONNRESET", "EPIPE"])
+
+/** Whether what undici threw is the connection closed or reset under the request (not a refusal, TLS or timeout). */
+export const isClosedConnection = (error: unknown): boolean => errorCodes(error).some((code) => closedCodes.has(code))
 
 const tlsCode =
   /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|HOSTNAME_MISMATCH|INVALID_CA|INVALID_PURPOSE|PATH_LENGTH_EXCEEDED|ERR_TLS)/

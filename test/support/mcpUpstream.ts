@@ -13,7 +13,10 @@
  * every session a client initialized is counted (`initialized()`). With
  * `stateful`, the server keeps sessions (`Mcp-Session-Id`) and answers 404
  * to a session it does not know; `forgetSessions()` drops them all, as a
- * restarted server would.
+ * restarted server would. With `resetReused(true)`, a request that comes on
+ * a connection which already carried one is met with the connection
+ * destroyed, unanswered and unread (`resets()` counts them): a server
+ * closing an idle keep-alive connection as the client sends on it.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
@@ -22,7 +25,7 @@ import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { createServer } from "node:https"
-import type { AddressInfo } from "node:net"
+import type { AddressInfo, Socket } from "node:net"
 import { TestTls } from "./tls.ts"
 
 export interface UpstreamCall {
@@ -39,6 +42,10 @@ export interface McpUpstream {
   readonly initialized: () => number
   /** `stateful`: forgets every session, as a restarted server would. */
   readonly forgetSessions: () => void
+  /** From now on, destroys (`true`) or answers (`false`) every request that is not its connection's first. */
+  readonly resetReused: (on: boolean) => void
+  /** Requests met with their connection destroyed. */
+  readonly resets: () => number
 }
 
 const tools = ["echo", "delete_all", "deploy", "fail", "hang", "flood"].map((name) => ({
@@ -106,7 +113,20 @@ export const mcpUpstream = (options: { readonly floodBytes?: number; readonly st
       })
       void mcp.connect(transport).then(() => transport.handleRequest(req, res))
     }
-    const http = createServer({ cert: tls.cert, key: tls.key }, options.stateful === true ? stateful : stateless)
+    const handle = options.stateful === true ? stateful : stateless
+    const served = new WeakMap<Socket, number>()
+    let resetting = false
+    let resets = 0
+    const http = createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+      const seen = (served.get(req.socket) ?? 0) + 1
+      served.set(req.socket, seen)
+      if (resetting && seen > 1) {
+        resets++
+        req.socket.destroy()
+        return
+      }
+      handle(req, res)
+    })
     http.on("connection", (socket) => {
       open.add(socket)
       socket.on("close", () => open.delete(socket))
@@ -126,6 +146,10 @@ export const mcpUpstream = (options: { readonly floodBytes?: number; readonly st
       url: `https://127.0.0.1:${port}/mcp`,
       calls,
       initialized: () => initialized,
-      forgetSessions: () => sessions.clear()
+      forgetSessions: () => sessions.clear(),
+      resetReused: (on) => {
+        resetting = on
+      },
+      resets: () => resets
     } satisfies McpUpstream
   })

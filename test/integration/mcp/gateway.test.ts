@@ -169,6 +169,50 @@ layer(service, { excludeTestServices: true })("the MCP gateway", (it) => {
       })))
   })
 
+  describe("connections the upstream closes", () => {
+    it.effect("initialize, initialized and tools/list meeting a reset kept-alive connection are sent once more on another: the server's test and the tools listing succeed", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const upstream = yield* mcpUpstream()
+        const org = yield* organization(upstream.url)
+        upstream.resetReused(true)
+        const [server] = (yield* org.client.mcpServers.list()).mcp_servers
+        const tested = yield* org.client.mcpServers.test({ params: { id: server!.id } })
+        assert.include(tested.tools.map((tool) => tool.name), "echo")
+        // Its `tools/list` (and `notifications/initialized`, when it follows on the same connection) was met with a reset.
+        const afterTest = upstream.resets()
+        assert.isAtLeast(afterTest, 1)
+
+        // The kept session opens on the connection the test left idle.
+        const { client } = yield* connect(svc.baseUrl, org.key)
+        const { tools } = yield* Effect.promise(() => client.listTools())
+        assert.include(tools.map((tool) => tool.name), "tools__echo")
+        assert.isAbove(upstream.resets(), afterTest)
+        assert.strictEqual(upstream.calls.length, 0)
+      })))
+
+    it.effect("a tools/call meeting a reset kept-alive connection is a tool error and is never sent again: the tool ran once per call", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const upstream = yield* mcpUpstream()
+        const org = yield* organization(upstream.url)
+        const { client } = yield* connect(svc.baseUrl, org.key)
+        const call = (text: string) =>
+          Effect.promise(() => client.callTool({ name: "tools__echo", arguments: { text } }))
+        assert.strictEqual(textOf((yield* call("one")) as any), "echo: one")
+
+        upstream.resetReused(true)
+        const reset = yield* call("two")
+        assert.isTrue(reset.isError)
+        assert.include(textOf(reset as any), "the upstream server could not be reached")
+        assert.strictEqual(upstream.resets(), 1)
+
+        upstream.resetReused(false)
+        assert.strictEqual(textOf((yield* call("three")) as any), "echo: three")
+        assert.deepStrictEqual(upstream.calls.map((c) => c.arguments["text"]), ["one", "three"])
+      })))
+  })
+
   describe("refused calls and upstream faults", () => {
     it.effect("a rejected call is a tool error with the reason, and the upstream is never called", () =>
       Effect.scoped(Effect.gen(function*() {
