@@ -8,13 +8,17 @@ export default defineConfig({
     // test:packages) packs and installs everything; the hostile-tenant suite
     // (npm run test:hostile) times one server alone; svc as processes (npm
     // run test:processes) and the console in Chromium (npm run test:browser)
-    // each take about a third of the CPU the rest takes.
+    // each take about a third of the CPU the rest takes; the outside tools
+    // (npm run test:interop) and runtimes (npm run test:runtimes) start
+    // processes of their own, 54 s of a run's file time in CI.
     exclude: [
       ...configDefaults.exclude,
       "test/packaging/**",
       "test/hostile/**",
       "test/processes/**",
-      "test/browser/**"
+      "test/browser/**",
+      "test/interop/**",
+      "test/runtimes/**"
     ],
     // A migrated database written once, that every in-process service on
     // PGlite starts as a copy of (test/support/global-setup.ts).

@@ -2,7 +2,7 @@
  * This folder's own npm project (package.json beside this file): outside
  * tools and libraries svc is checked against that are too big for every
  * contributor's install. `npm run test:interop` installs them and runs the
- * folder's tests. Without them `npm test` skips those tests and says so;
+ * folder's tests. Without them a run of the folder skips those tests and says so;
  * under CI (`CI` set) they run, and fail if the install is missing.
  */
 import { existsSync } from "node:fs"

@@ -8,7 +8,7 @@
  *
  * Redocly, openapi-typescript and TypeScript 5 (about 60 MB) are this
  * folder's own npm project, not the repository's (interop.ts): `npm run
- * test:interop` installs them and runs this file. Without them `npm test`
+ * test:interop` installs them and runs this file. Without them a run of it
  * skips it and says so; under CI (`CI` set) it runs, and fails if they are
  * missing.
  */

@@ -3,7 +3,7 @@
  * protobufjs generated for the OpenTelemetry JS exporter
  * (`@opentelemetry/otlp-proto-exporter-base`), a decoder independent of
  * svc's. They come from this folder's own npm project (interop.ts): without
- * it `npm test` skips this file and says so; under CI it runs, and fails if
+ * it a run skips this file and says so; under CI it runs, and fails if
  * they are missing.
  */
 import { assert, describe, it } from "@effect/vitest"

@@ -6,7 +6,7 @@
  * `X-Svc-Signature`; secrets are `whsec_` + standard base64.
  *
  * Stripe's and Svix's libraries (28 MB) come from this folder's own npm
- * project (interop.ts): without it `npm test` skips this file and says so;
+ * project (interop.ts): without it a run skips this file and says so;
  * under CI it runs, and fails if they are missing.
  */
 import { assert, describe, layer } from "@effect/vitest"

@@ -7,7 +7,7 @@
  *
  * Deno, Bun and workerd (about 340 MB) are this folder's own npm project,
  * not the repository's: `npm run test:runtimes` installs them and runs this
- * file. Without them `npm test` skips their cases and says so; under CI
+ * file. Without them a run skips their cases and says so; under CI
  * (`CI` set) a missing runtime fails instead.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"

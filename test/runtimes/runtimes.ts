@@ -1,7 +1,7 @@
 /**
  * Deno, Bun and workerd from this folder's own npm project (package.json
  * here; `npm run test:runtimes` installs it). Which of them are installed,
- * and whether a missing one is a skip (a contributor's `npm test`) or a
+ * and whether a missing one is a skip (a contributor's run) or a
  * failure (CI).
  */
 import { readFileSync } from "node:fs"
