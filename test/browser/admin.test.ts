@@ -456,7 +456,6 @@ describeBrowser("Telemetry protocol and compression", () => {
     await protocol.selectOption("http/protobuf")
     await compression.selectOption("gzip")
     await screenshot(page, "telemetry-protocol-form")
-    await page.screenshot({ path: "/work/screens/otlp-create.png", fullPage: true })
     await page.getByRole("button", { name: "Create destination" }).click()
     const card = page.getByRole("listitem", { name: /127\.0\.0\.1/ })
     await card.waitFor()
@@ -480,7 +479,6 @@ describeBrowser("Telemetry protocol and compression", () => {
     )
     await checkAccessibility(page, "a protobuf destination")
     await screenshot(page, "telemetry-protocol")
-    await page.screenshot({ path: "/work/screens/otlp-destination.png", fullPage: true })
 
     await card.getByRole("button", { name: "Delete" }).click()
     await page.getByRole("dialog", { name: "Delete this destination?" }).getByRole("button", {
