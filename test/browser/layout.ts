@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type { Page } from "playwright-core"
 import { assert } from "vitest"
-import { screenshotDir } from "./support.ts"
+import { screenshotDir, takingShots } from "./support.ts"
 
 /**
  * The controls (buttons, links, fields) a person cannot see without
@@ -51,7 +51,8 @@ export const assertControlsInView = async (page: Page, what: string) => {
  * Full-page screenshots of the current screen at 1280 and 390 px wide, in
  * the light and the dark scheme (`<name>-<width>-<scheme>.png`), into
  * `SVC_SHOTS_DIR` when set (to look at them outside the checkout), else
- * the screenshot directory. At each, nothing may be wider than the screen
+ * the screenshot directory (none with `SVC_BROWSER_SHOTS=0`). At each,
+ * nothing may be wider than the screen
  * and no control hidden to the right in a box that scrolls
  * (`assertControlsInView`). The page is left at 1280 px, light.
  */
@@ -76,7 +77,7 @@ export const screenshots = async (page: Page, name: string) => {
           ), width)
       assert.isAtMost(wide, width, `${name} is ${wide} px wide at ${width} px: ${culprits.join("; ")}`)
       await assertControlsInView(page, name)
-      await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
+      if (takingShots) await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
     }
   }
   await page.emulateMedia({ colorScheme: "light" })

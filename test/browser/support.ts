@@ -41,6 +41,13 @@ export const describeBrowser = (name: string, body: () => void) => {
 
 export const screenshotDir = path.join(root, "browser-screenshots")
 
+/**
+ * Whether screenshots are written: they are for a person looking at the
+ * screens, and `SVC_BROWSER_SHOTS=0` leaves them out (CI, where nobody
+ * does: a fifth of a screen test's CPU). Every check runs either way.
+ */
+export const takingShots = process.env.SVC_BROWSER_SHOTS !== "0"
+
 const json = (text: string) => JSON.parse(text.trim().split("\n").at(-1)!)
 
 export interface World {
@@ -329,8 +336,9 @@ export const checkAccessibility = async (page: Page, what: string) => {
   )
 }
 
-export const screenshot = (page: Page, name: string) =>
-  page.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true })
+export const screenshot = async (page: Page, name: string) => {
+  if (takingShots) await page.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true })
+}
 
 /** Polls `check` until it is truthy (real clock, generous deadline). */
 export const until = async <A>(
