@@ -77,7 +77,9 @@ export const screenshots = async (page: Page, name: string) => {
           ), width)
       assert.isAtMost(wide, width, `${name} is ${wide} px wide at ${width} px: ${culprits.join("; ")}`)
       await assertControlsInView(page, name)
-      if (takingShots) await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
+      if (takingShots) {
+        await page.screenshot({ path: path.join(dir, `${name}-${width}-${colorScheme}.png`), fullPage: true })
+      }
     }
   }
   await page.emulateMedia({ colorScheme: "light" })
