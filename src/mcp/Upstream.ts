@@ -78,7 +78,8 @@ const REPEATABLE_METHODS: ReadonlySet<string> = new Set([
 
 /** Whether svc's JSON-RPC message (one, as the SDK sends them) may be sent again: its method says so. */
 const isRepeatable = (body: string | undefined): boolean => {
-  if (body === undefined) return false
+  // The repeatable messages are short; a call's arguments are not parsed a second time.
+  if (body === undefined || body.length > 4096) return false
   try {
     const message: unknown = JSON.parse(body)
     return typeof message === "object" && message !== null && "method" in message &&
