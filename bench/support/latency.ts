@@ -81,3 +81,25 @@ export const match = (
   }
   return { latencies, missing, duplicates }
 }
+
+/**
+ * The latencies of `offered` split by the minute of their due time (counted
+ * from the first due time), each minute summarized; a last minute shorter
+ * than `minSeconds` is left out (too few items to compare).
+ */
+export const perMinute = (
+  offered: ReadonlyArray<Offered>,
+  arrivals: ReadonlyMap<string, ReadonlyArray<number>>,
+  minSeconds = 30
+): Array<Summary> => {
+  if (offered.length === 0) return []
+  const start = Math.min(...offered.map((o) => o.due))
+  const end = Math.max(...offered.map((o) => o.due))
+  const minutes: Array<Array<Offered>> = []
+  for (const o of offered) (minutes[Math.floor((o.due - start) / 60_000)] ??= []).push(o)
+  const full = (end - start) % 60_000 >= minSeconds * 1000 ? minutes.length : Math.max(1, minutes.length - 1)
+  return Array.from(
+    { length: Math.min(full, minutes.length) },
+    (_, i) => summarize(match(minutes[i] ?? [], arrivals).latencies)
+  )
+}

@@ -12,7 +12,7 @@
  * commits leaves it for the next pass (in any process).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { EmailedEventTypes } from "../../api/Notifications.ts"
 import { MEMBER_META_KEY, memberAddressStands } from "../../approvals/MemberAddresses.ts"
 import { Topics, Wakeups } from "../../database/Wakeups.ts"
@@ -20,7 +20,7 @@ import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
 import { heldBack as heldBackEvents, takeEvents } from "../../outbox/Outbox.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { BigIntText } from "../../platform/Rows.ts"
-import { FIRST_BATCH, nextBatch, pauseAfter } from "./DispatchBatches.ts"
+import { FIRST_BATCH, GATHER, nextBatch, type Pass, pauseAfter, recentPasses, steady } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
 
 const POLL_EVERY = Duration.seconds(1)
@@ -147,9 +147,17 @@ export class Dispatcher extends Context.Service<Dispatcher, {
     let batch = FIRST_BATCH
     /** The last pause waited for held-back events; undefined once the dispatcher has caught up. */
     let pause: Duration.Duration | undefined
+    /** The passes of the last moment that took events: a steady stream's next commits gather (`DispatchBatches.ts`). */
+    let passes: Array<Pass> = []
+    const thenGather = (wait: Effect.Effect<void>) =>
+      Effect.gen(function*() {
+        yield* wait
+        if (steady(passes, yield* Clock.currentTimeMillis)) yield* Effect.sleep(GATHER)
+      })
     yield* Effect.gen(function*() {
       const size = batch
       const taken = yield* dispatcher.dispatchOnce(size)
+      passes = recentPasses(passes, { at: yield* Clock.currentTimeMillis, taken })
       batch = nextBatch(size, taken)
       if (taken >= size) pause = undefined
       else if (yield* dispatcher.heldBack) {
@@ -159,10 +167,10 @@ export class Dispatcher extends Context.Service<Dispatcher, {
         // holder may write no events at all: the pause alone, so that a
         // held horizon costs no statements per commit.
         pause = pauseAfter(pause, taken)
-        yield* taken > 0 ? wakeups.wait(Topics.events, pause) : Effect.sleep(pause)
+        yield* taken > 0 ? thenGather(wakeups.wait(Topics.events, pause)) : Effect.sleep(pause)
       } else {
         pause = undefined
-        yield* wakeups.wait(Topics.events, POLL_EVERY)
+        yield* thenGather(wakeups.wait(Topics.events, POLL_EVERY))
       }
     }).pipe(
       Effect.catchCause((cause) =>

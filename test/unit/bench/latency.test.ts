@@ -3,10 +3,11 @@
  * benchmark itself never runs in `npm test`): an open-loop schedule whose
  * due times do not depend on answers, nearest-rank percentiles, the rates
  * knob, and receipts matched with what was offered, counting the missing
- * and the duplicates and timing from the due time.
+ * and the duplicates and timing from the due time, and a long run split
+ * by the minute of each item's due time.
  */
 import { describe, expect, it } from "vitest"
-import { cell, match, parseRates, schedule, summarize } from "../../../bench/support/latency.ts"
+import { cell, match, parseRates, perMinute, schedule, summarize } from "../../../bench/support/latency.ts"
 
 describe("the latency scenario's arithmetic", () => {
   it("schedules rate × seconds requests at i / rate", () => {
@@ -47,5 +48,18 @@ describe("the latency scenario's arithmetic", () => {
       duplicates: 1
     })
     expect(match([], arrivals)).toEqual({ latencies: [], missing: 0, duplicates: 0 })
+  })
+
+  it("splits a run by the minute of each item's due time, a short last minute left out", () => {
+    // 151 items a second apart: minutes of 60, 60 and 31 items, received 1, 10 and 100 ms after their due time.
+    const offered = Array.from({ length: 151 }, (_, i) => ({ key: String(i), due: 5_000 + i * 1_000 }))
+    const arrivals = new Map(offered.map((o, i) => [o.key, [o.due + (i < 60 ? 1 : i < 120 ? 10 : 100)]]))
+    const minutes = perMinute(offered, arrivals)
+    expect(minutes.map((m) => [m.n, m.p95])).toEqual([[60, 1], [60, 10], [31, 100]])
+    // Under 30 s in the last minute: too few to compare, left out.
+    expect(perMinute(offered.slice(0, 140), arrivals).map((m) => m.n)).toEqual([60, 60])
+    // A run under a minute is one minute, whatever its length.
+    expect(perMinute(offered.slice(0, 10), arrivals).map((m) => m.n)).toEqual([10])
+    expect(perMinute([], arrivals)).toEqual([])
   })
 })

@@ -4,6 +4,8 @@
  * finds fewer than it asked for starts the next burst small again. Events
  * held back by an older transaction are asked for again after a pause that
  * grows while nothing is taken and starts over after a pass that took some.
+ * Under a stream of 100 events a second or more, the next pass waits a
+ * moment for more commits; a lone event or a slower stream never waits.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
@@ -13,7 +15,10 @@ import {
   MAX_BATCH,
   nextBatch,
   nextPause,
-  pauseAfter
+  type Pass,
+  pauseAfter,
+  recentPasses,
+  steady
 } from "../../../src/notifications/dispatch/DispatchBatches.ts"
 
 describe("dispatch batches", () => {
@@ -38,5 +43,27 @@ describe("dispatch batches", () => {
     assert.strictEqual(Duration.toMillis(pauseAfter(Duration.millis(100), 0)), 100)
     // Progress: the older transaction ended, the next one will soon.
     assert.strictEqual(Duration.toMillis(pauseAfter(Duration.millis(100), 3)), 5)
+  })
+
+  it("a stream of 100 events a second or more gathers before the next pass; slower ones and lone events do not", () => {
+    // One event every `gapMs`, each taken by a pass of its own: is the stream steady after 300 ms of it?
+    const after = (gapMs: number) => {
+      let passes: Array<Pass> = []
+      for (let at = 0; at <= 300; at += gapMs) passes = recentPasses(passes, { at, taken: 1 })
+      return steady(passes, 300)
+    }
+    assert.isTrue(after(5), "200 a second")
+    assert.isTrue(after(10), "100 a second")
+    assert.isFalse(after(11), "91 a second")
+    assert.isFalse(after(20), "50 a second")
+    // Nine events in one pass are not yet a stream; a tenth within 100 ms makes one, until the first pass is 100 ms old.
+    const lone = recentPasses([], { at: 1_000, taken: 9 })
+    assert.isFalse(steady(lone, 1_001))
+    const ten = recentPasses(lone, { at: 1_050, taken: 1 })
+    assert.isTrue(steady(ten, 1_060))
+    assert.isFalse(steady(ten, 1_101), "the first pass is over 100 ms old")
+    // Passes that took nothing are not kept, and old ones are dropped as new ones come.
+    assert.lengthOf(recentPasses(ten, { at: 1_060, taken: 0 }), 2)
+    assert.lengthOf(recentPasses(ten, { at: 1_200, taken: 1 }), 1)
   })
 })
