@@ -1,14 +1,12 @@
 /**
- * Answer schemas and corrections are tenant input: no schema or correction
- * may hold the event loop (every organization's requests, `/health`
- * included), and every limit answers a problem naming it.
+ * Answer schemas and corrections are tenant input: every limit answers a
+ * problem naming it. That no schema or correction holds the event loop
+ * (another organization's requests answered meanwhile) is the
+ * hostile-tenant suite's (test/hostile/feedback.test.ts), which times it
+ * alone on the machine.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
-import { spawn } from "node:child_process"
-import { mkdtempSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { Effect } from "effect"
 import { MAX_JSON_DEPTH } from "../../../src/api/Common.ts"
 import { SvcTest, type TestOrg } from "../../../src/testing.ts"
 import { raw } from "../../support/http.ts"
@@ -19,10 +17,6 @@ const BUDGET_MS = 1000
 /** `^(a+)+$` backtracks exponentially on a run of `a`s followed by anything else. */
 const catastrophic = { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } }
 const catastrophicCorrection = { s: `${"a".repeat(40)}!` }
-/** Untyped `uniqueItems`: Ajv compares every pair (deep equality). */
-const uniqueSchema = { type: "object", properties: { items: { type: "array", uniqueItems: true } } }
-/** 40 000 items: ~800 million comparisons, seconds even on a fast machine (the budget is one second). */
-const uniqueCorrection = { items: Array.from({ length: 40_000 }, (_, i) => ({ n: i })) }
 /** A correction near the body limit: 20 000 members whose values look like text worth scanning. */
 const scrubbedCorrection = Object.fromEntries(
   Array.from({ length: 20_000 }, (_, i) => [`note_${i}`, `plain note ${i}: nothing secret`])
@@ -35,13 +29,6 @@ const schemaOf = (fields: number) => ({
 })
 /** ~900 KB of schema (the size that once blocked compiling for seconds). */
 const hugeSchema = schemaOf(12_000)
-/**
- * ~300 KB, for the loop measuring /health: over the size limit all the
- * same, while parsing it (work the event loop must still do for any body)
- * stays small beside the checks being measured.
- */
-const bigSchema = schemaOf(4_000)
-
 /** POSTs `body` (a string is sent as it is: JSON too deep for `JSON.stringify`). */
 const post = (org: TestOrg, path: string, body: unknown) =>
   Effect.flatMap(SvcTest, (svc) =>
@@ -60,57 +47,6 @@ const taskWithRun = (org: TestOrg, schema: unknown) =>
     return run.json.trace_id as string
   })
 
-/** Sends each body in turn, `rounds` times, from a child process; answers each status and duration. */
-const ATTACKER = `
-const { readFileSync } = await import("node:fs")
-const plan = JSON.parse(process.env.ATTACK_PLAN)
-const bodies = plan.requests.map((r) => ({ path: r.path, body: readFileSync(r.file) }))
-for (let round = 0; round < plan.rounds; round++) {
-  for (const { path, body } of bodies) {
-    const started = performance.now()
-    const response = await fetch(plan.baseUrl + path, {
-      method: "POST",
-      headers: { authorization: "Bearer " + plan.key, "content-type": "application/json" },
-      body
-    })
-    await response.arrayBuffer()
-    console.log(JSON.stringify({ status: response.status, ms: performance.now() - started }))
-  }
-}
-`
-
-/** Writes the bodies to files (before measuring: serializing them is this process's work). */
-const attackFiles = (requests: ReadonlyArray<{ readonly path: string; readonly body: unknown }>) => {
-  const dir = mkdtempSync(join(tmpdir(), "svc-attack-"))
-  return requests.map((request, i) => {
-    const file = join(dir, `${i}.json`)
-    writeFileSync(file, JSON.stringify(request.body))
-    return { path: request.path, file }
-  })
-}
-
-const runAttacker = (
-  baseUrl: string,
-  key: string,
-  files: ReadonlyArray<{ readonly path: string; readonly file: string }>,
-  rounds: number
-) =>
-  Effect.callback<ReadonlyArray<{ readonly status: number; readonly ms: number }>, Error>((resume) => {
-    const child = spawn(process.execPath, ["--input-type=module", "-e", ATTACKER], {
-      env: { ...process.env, ATTACK_PLAN: JSON.stringify({ baseUrl, key, rounds, requests: files }) },
-      stdio: ["ignore", "pipe", "inherit"]
-    })
-    let out = ""
-    child.stdout.on("data", (chunk) => (out += chunk))
-    child.on("exit", (code) =>
-      resume(
-        code === 0
-          ? Effect.succeed(out.trim().split("\n").map((line) => JSON.parse(line)))
-          : Effect.fail(new Error(`attacker exited with ${code}`))
-      ))
-    return Effect.sync(() => child.kill())
-  })
-
 const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
     const started = performance.now()
@@ -121,78 +57,6 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 layer(SvcTest.layer({ config: { answerValidationTimeoutMs: BUDGET_MS } }), { excludeTestServices: true })(
   "answer schema and correction limits",
   (it) => {
-    describe("no correction or schema holds the event loop", () => {
-      it.effect(
-        "/health stays fast while one organization sends backtracking patterns, huge uniqueItems and huge schemas",
-        () =>
-          Effect.gen(function*() {
-            const svc = yield* SvcTest
-            const attacker = yield* SvcTest.org()
-            const patternRun = yield* taskWithRun(attacker, catastrophic)
-            const uniqueRun = yield* taskWithRun(attacker, uniqueSchema)
-
-            // The attacker runs in another process: this event loop is the
-            // service's, and the probe measures only what the service does.
-            const files = attackFiles([
-              {
-                path: "/v1/feedback",
-                body: { inference_log_id: patternRun, score: -1, correction: catastrophicCorrection }
-              },
-              { path: "/v1/feedback", body: { inference_log_id: uniqueRun, score: -1, correction: uniqueCorrection } },
-              { path: "/v1/tasks", body: { name: "huge", answer_schema: bigSchema } }
-            ])
-            let attacking = true
-            const attack = runAttacker(svc.baseUrl, attacker.key, files, 3).pipe(Effect.ensuring(Effect.sync(() => {
-              attacking = false
-            })))
-
-            const latencies: Array<number> = []
-            const probe = Effect.gen(function*() {
-              while (attacking) {
-                const { value, ms } = yield* timed(raw(`${svc.baseUrl}/health`))
-                assert.strictEqual(value.status, 200)
-                latencies.push(ms)
-                yield* Effect.sleep(10)
-              }
-            })
-            const prober = yield* Effect.forkChild(probe)
-            const results = yield* attack
-            yield* Fiber.join(prober)
-            // Each backtracking or uniqueItems correction was cut at the budget
-            // (422), the huge schema refused (400).
-            assert.deepStrictEqual(results.map((r) => r.status), [422, 422, 400, 422, 422, 400, 422, 422, 400])
-            // The backtracking and uniqueItems checks ran for at least the budget each.
-            const attackMs = results.filter((_, i) => i % 3 < 2).map((r) => r.ms)
-            const slowestAttack = Math.max(...attackMs)
-            const sorted = [...latencies].sort((a, b) => a - b)
-            const p99 = sorted[Math.floor(sorted.length * 0.99)]!
-            const max = sorted[sorted.length - 1]!
-            console.log(
-              `health during attack: ${latencies.length} probes, p50 ${
-                sorted[Math.floor(sorted.length / 2)]!.toFixed(1)
-              } ms, ` +
-                `p99 ${p99.toFixed(1)} ms, max ${max.toFixed(1)} ms; attack requests ${
-                  Math.min(...attackMs).toFixed(0)
-                }-${slowestAttack.toFixed(0)} ms`
-            )
-            assert.isAtLeast(latencies.length, 10)
-            // Had any check run on the event loop, some probe (one every 10 ms)
-            // would have waited for nearly all of it: about as long as the attack
-            // request itself (each runs for at least the budget; unchecked, the
-            // pattern alone would run for hours, the uniqueItems check for many
-            // seconds). What the event loop still does per request (parsing and
-            // decoding a body of a few hundred KB, one at a time here) costs tens
-            // of milliseconds, a few hundred on a machine as busy as a shared
-            // 2-core CI box, so the bound is relative to the attack's own duration
-            // rather than absolute.
-            const fastestAttack = Math.min(...attackMs)
-            assert.isAtLeast(fastestAttack, BUDGET_MS * 0.9)
-            assert.isBelow(max, fastestAttack * 0.75)
-          }),
-        { timeout: 120_000 }
-      )
-    })
-
     describe("scrubbing runs in workers too", () => {
       it.effect("a correction near the body limit that fits its schema is scrubbed and saved", () =>
         Effect.gen(function*() {
