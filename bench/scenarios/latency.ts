@@ -34,6 +34,7 @@ import type { Progress } from "../support/recording-receiver.ts"
 import { type Aim, atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
 import { startSvc, type SvcCheckout } from "../support/svc.ts"
+import { formatSamples, sampleTables } from "../support/table-stats.ts"
 import { formatWorkPerOp, type Work, WORK_NOTE } from "../support/work.ts"
 
 const SESSIONS = 32
@@ -200,7 +201,12 @@ const runKind = async (
         )
       } else rate = wanted
       const before = history
+      // A run of two minutes or more on the server: its tables once a minute beside it.
+      const tables = k.seconds >= 120 && !database.offline ? await sampleTables(database) : undefined
       const { result, cpu, work } = await offer(rate, k.seconds, `r${phases.length}`)
+      if (tables !== undefined) {
+        notes.push(...formatSamples(`${checkout.label} ${kind} at ${rate}/s, tables`, await tables.stop()))
+      }
       phases.push({ kind, rate, label: String(wanted), result, history: before, cpu, work })
       history = expected
     }
