@@ -7,6 +7,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
 import type { Statement } from "effect/sql"
 import type { DatabaseInfo } from "../database/Database.ts"
+import { heldByOutcome } from "./log/OutcomeHeld.ts"
 import * as Rows from "./Rows.ts"
 import { type DeliveryKind, UNDELIVERED } from "./Types.ts"
 
@@ -54,9 +55,7 @@ const failTargetUndelivered = (sql: PgClient.PgClient, kind: DeliveryKind, targe
 /** A logged row `d` of the target not yet settled: past the cursor, and no outcome row holds it. */
 export const loggedUndelivered = (sql: PgClient.PgClient, targetId: string) =>
   sql`d.seq > coalesce((SELECT cursor FROM delivery_targets WHERE id = ${targetId}), 0)
-      AND NOT EXISTS (
-        SELECT 1 FROM delivery_outcomes x
-        WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs))`
+      AND NOT ${heldByOutcome(sql, "d")}`
 
 /** The target's log lease ends: nothing is in flight under it any more, and its cursor is past all it handed out. */
 const endLease = (sql: PgClient.PgClient, targetId: string) =>

@@ -21,11 +21,11 @@ import { RATE_TOKENS, rateCharged } from "../Targets.ts"
 import type { Claimed, ClaimOptions, DeliveryKind } from "../Types.ts"
 import { toDelivery } from "../Types.ts"
 import type { LogLeases } from "./HeldLeases.ts"
+import { heldByOutcome, MAX_SEQ } from "./OutcomeHeld.ts"
 import { reconcile } from "./Reconcile.ts"
 import { UNLIST_EVERY_MS, unlistQuiet } from "./Unlist.ts"
 
 /** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
-export const MAX_SEQ = "9223372036854775807"
 
 /** Most targets one lease statement looks at. */
 const LEASE_TARGETS = 256
@@ -129,9 +129,7 @@ const rowsPast = (sql: PgClient.PgClient, targets: string, options: ClaimOptions
       -- scanned rows with those taken was a nested loop over both).
       SELECT u.*, count(*) FILTER (WHERE u.ok) OVER (PARTITION BY u.target_id ORDER BY u.seq) AS n
       FROM (
-        SELECT s.*, s.status = 'logged' AND NOT EXISTS (
-          SELECT 1 FROM delivery_outcomes x
-          WHERE x.target_id = s.target_id AND x.to_seq >= s.seq AND x.from_seq <= s.seq AND s.seq = ANY (x.seqs)) AS ok
+        SELECT s.*, s.status = 'logged' AND NOT ${heldByOutcome(sql, "s")} AS ok
         FROM scanned s
       ) u
     ),

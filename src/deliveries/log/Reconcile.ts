@@ -30,6 +30,7 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
 import type { LogLeases } from "./HeldLeases.ts"
+import { heldByOutcome } from "./OutcomeHeld.ts"
 
 /** When owner ids are in doubt, tells the database what is known here; nothing otherwise. */
 export const reconcile = (sql: PgClient.PgClient, leases: LogLeases) =>
@@ -54,9 +55,7 @@ export const reconcile = (sql: PgClient.PgClient, leases: LogLeases) =>
             SELECT count(*)::int FROM deliveries d
             WHERE (d.target_id, d.seq) > (l.id, k.mark) AND (d.target_id, d.seq) <= (l.id, l.leased_to)
               AND d.status = 'logged'
-              AND NOT EXISTS (
-                SELECT 1 FROM delivery_outcomes x
-                WHERE x.target_id = d.target_id AND x.to_seq >= d.seq AND x.from_seq <= d.seq AND d.seq = ANY (x.seqs))
+              AND NOT ${heldByOutcome(sql, "d")}
           ) END AS lost
         FROM locked l LEFT JOIN known k ON k.id = l.id AND k.lease_id = l.lease_id
       )

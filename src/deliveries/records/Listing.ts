@@ -8,7 +8,7 @@
 import type { PgClient } from "@effect/sql-pg"
 import { Effect, Option } from "effect"
 import type { Statement } from "effect/sql"
-import { MAX_SEQ } from "../log/Log.ts"
+import { MAX_SEQ } from "../log/OutcomeHeld.ts"
 import * as Rows from "../Rows.ts"
 import { loggedUndelivered } from "../Targets.ts"
 import { type Attempt, COLUMNS, type DeliveryKind, type TargetRef, toDelivery, UNDELIVERED } from "../Types.ts"

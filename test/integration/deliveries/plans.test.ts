@@ -7,7 +7,9 @@
  * `delivery_targets_log_idx`, not by reading every endpoint. The plans are printed for the record (`PRINT_PLANS=1`). The
  * delivery records (an endpoint's latest deliveries, one delivery's
  * attempts) find each listed row's outcome row by one ordered probe, on
- * either database, however many outcome rows the endpoint has.
+ * either database, however many outcome rows the endpoint has. With
+ * statistics, the take checks each row it hands out against the outcome
+ * rows above it, never by a sequential scan of them all.
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
@@ -516,6 +518,61 @@ describe("delivery record plans, without statistics", () => {
             seq % 97
           ]])
           assert.deepStrictEqual(yield* attemptsStatement(pg, picked!.queued), [])
+        }))
+    }
+  )
+})
+
+describe("the claim's check against the outcome rows, with statistics", () => {
+  layer(QueueLive, { excludeTestServices: true, timeout: 120_000 })(
+    "an endpoint with a long delivered history, analysed",
+    (it) => {
+      it.effect("the take reads the outcome rows above each row it hands out, never the whole history", () =>
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const pg = yield* PgClient.PgClient
+          const org = yield* newOrg
+          const target = newId()
+          yield* sql`INSERT INTO delivery_targets (id, org_id, kind) VALUES (${target}, ${org}, 'webhook')`
+          yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', ${target}, 'logged' FROM generate_series(1, ${OUTCOMES * SEQS})
+        `
+          yield* sql`
+          INSERT INTO delivery_outcomes (target_id, to_seq, from_seq, org_id, seqs, status_codes, durations_ms)
+          SELECT ${target}, max(seq), min(seq), ${org}, array_agg(seq ORDER BY seq), array_agg(204 ORDER BY seq),
+                 array_agg(3 ORDER BY seq)
+          FROM (SELECT seq, row_number() OVER (ORDER BY seq) - 1 AS r FROM deliveries WHERE target_id = ${target}) s
+          GROUP BY r / ${SEQS}
+        `
+          // The history settled (the cursor past it), then 40 rows waiting.
+          yield* sql`UPDATE delivery_targets SET cursor = (SELECT max(seq) FROM deliveries WHERE target_id = ${target}),
+            leased_to = (SELECT max(seq) FROM deliveries WHERE target_id = ${target}) WHERE id = ${target}`
+          yield* sql`
+          INSERT INTO deliveries (id, org_id, kind, target_id, status)
+          SELECT gen_random_uuid(), ${org}, 'webhook', ${target}, 'logged' FROM generate_series(1, 40)
+        `
+          yield* sql`UPDATE delivery_targets SET undelivered = 40, log_pending = 40 WHERE id = ${target}`
+          // As autovacuum (or the embedded database's own statistics) leaves them.
+          yield* sql`ANALYZE deliveries`
+          yield* sql`ANALYZE delivery_outcomes`
+          yield* sql`ANALYZE delivery_targets`
+          const taken = yield* analyse(
+            leaseAndTake(pg, "webhook", { limit: 64, leaseFor: "30 seconds", perTarget: 64 }, newId())
+          )
+          assert.deepStrictEqual(
+            taken.plan.filter((node) =>
+              node["Relation Name"] === "delivery_outcomes" && node["Node Type"] === "Seq Scan"
+            ),
+            [],
+            "the take"
+          )
+          // Each of the 40 rows looks above itself and finds nothing: not 40 times the 3 000 outcome rows.
+          assert.isAtMost(taken.outcomesRead, 40, "outcome rows read by the take")
+          // The take ran (EXPLAIN ANALYZE runs it): it handed out the 40 rows.
+          const [after] = yield* sql<{ log_in_flight: number }>`
+            SELECT log_in_flight FROM delivery_targets WHERE id = ${target}`
+          assert.strictEqual(after!.log_in_flight, 40)
         }))
     }
   )
