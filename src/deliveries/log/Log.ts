@@ -25,8 +25,6 @@ import { heldByOutcome, MAX_SEQ } from "./OutcomeHeld.ts"
 import { reconcile } from "./Reconcile.ts"
 import { UNLIST_EVERY_MS, unlistQuiet } from "./Unlist.ts"
 
-/** Above every seq: the upper end of a target's rows in `deliveries_target_seq_idx`. */
-
 /** Most targets one lease statement looks at. */
 const LEASE_TARGETS = 256
 

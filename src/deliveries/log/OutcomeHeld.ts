@@ -12,10 +12,9 @@
  * statistics (autovacuum's, or the embedded database's own `ANALYZE`),
  * the planner reads `target_id = x` of an endpoint holding most outcome
  * rows as most of the table and `to_seq >= y` as a third of it, expects
- * dozens of matches, and checks
- * each row by a sequential scan of `delivery_outcomes` that it thinks
- * stops early; a row that no outcome holds (every row a claim hands out)
- * reads them all. At 200 pending steps a second the webhook's p50 then
+ * dozens of matches, and checks each row by a sequential scan of
+ * `delivery_outcomes` that it thinks stops early; a row that no outcome
+ * holds (every row a claim hands out) reads them all. At 200 pending steps a second the webhook's p50 then
  * grew from 9.4 to 48 ms over eight minutes, the claim active in 44 % of
  * samples of the server's sessions. A range of row values is estimated at
  * a third of the table, so the index scan wins: 100 rows checked against
@@ -26,7 +25,7 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 
-/** The highest seq: the upper bound of a walk over one target's rows. */
+/** Above every seq: the upper end of a walk over one target's rows (`deliveries_target_seq_idx`, the outcome rows' key). */
 export const MAX_SEQ = "9223372036854775807"
 
 /** `EXISTS`: an outcome row holds the logged row `alias` (a table alias with `target_id` and `seq`). */
