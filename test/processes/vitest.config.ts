@@ -8,8 +8,8 @@ import base from "../../vitest.config.ts"
 //
 // On a PostgreSQL server (`TEST_DATABASE_URL`) the example agents and the
 // example receiver are left out: their processes reach svc only over HTTP,
-// so they would run as they did on the embedded database, and svc's API on
-// the server is the integration suite's.
+// so on the server they would only test svc's API once more, which the
+// integration suite does there.
 const onServer = (process.env.TEST_DATABASE_URL ?? "") !== ""
 const examples = [
   "test/processes/agents/agent-examples.test.ts",
