@@ -428,6 +428,19 @@ const analyse = (statement: { readonly compile: () => readonly [string, Readonly
     return { plan, outcomesRead }
   }).pipe(Effect.orDie)
 
+/** A new organization's endpoint with `OUTCOMES * SEQS` rows logged for it (their outcome rows are each test's own). */
+const loggedHistory = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const org = yield* newOrg
+  const target = newId()
+  yield* sql`INSERT INTO delivery_targets (id, org_id, kind) VALUES (${target}, ${org}, 'webhook')`
+  yield* sql`
+    INSERT INTO deliveries (id, org_id, kind, target_id, status)
+    SELECT gen_random_uuid(), ${org}, 'webhook', ${target}, 'logged' FROM generate_series(1, ${OUTCOMES * SEQS})
+  `
+  return { org, target }
+})
+
 /** What must not appear: a sequential or bitmap scan of the outcome rows, or of the deliveries listed. */
 const scansTheHistory = (plan: ReadonlyArray<PlanNode>) =>
   plan.filter((node) =>
@@ -445,13 +458,7 @@ describe("delivery record plans, without statistics", () => {
           const pg = yield* PgClient.PgClient
           yield* sql`ALTER TABLE deliveries SET (autovacuum_enabled = false)`
           yield* sql`ALTER TABLE delivery_outcomes SET (autovacuum_enabled = false)`
-          const org = yield* newOrg
-          const target = newId()
-          yield* sql`INSERT INTO delivery_targets (id, org_id, kind) VALUES (${target}, ${org}, 'webhook')`
-          yield* sql`
-          INSERT INTO deliveries (id, org_id, kind, target_id, status)
-          SELECT gen_random_uuid(), ${org}, 'webhook', ${target}, 'logged' FROM generate_series(1, ${OUTCOMES * SEQS})
-        `
+          const { org, target } = yield* loggedHistory
           // Batches in pairs over 2 × SEQS rows, one the even places, the
           // other the odd: overlapping ranges, as out-of-order settles leave them.
           yield* sql`
@@ -531,13 +538,7 @@ describe("the claim's check against the outcome rows, with statistics", () => {
         Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
           const pg = yield* PgClient.PgClient
-          const org = yield* newOrg
-          const target = newId()
-          yield* sql`INSERT INTO delivery_targets (id, org_id, kind) VALUES (${target}, ${org}, 'webhook')`
-          yield* sql`
-          INSERT INTO deliveries (id, org_id, kind, target_id, status)
-          SELECT gen_random_uuid(), ${org}, 'webhook', ${target}, 'logged' FROM generate_series(1, ${OUTCOMES * SEQS})
-        `
+          const { org, target } = yield* loggedHistory
           yield* sql`
           INSERT INTO delivery_outcomes (target_id, to_seq, from_seq, org_id, seqs, status_codes, durations_ms)
           SELECT ${target}, max(seq), min(seq), ${org}, array_agg(seq ORDER BY seq), array_agg(204 ORDER BY seq),
