@@ -6,11 +6,14 @@
  * the official SDK's client, one session, calls one after another) are
  * processes of their own; svc is registered with the upstream as server
  * `up`, its `echo` tool governed as an action class whose policy allows.
- * Arms: `direct` (the client to the upstream) and `svc` (the client to
- * svc's `/mcp`, svc to the upstream), each with a fresh client, the same
- * warm-up calls, then the measured calls; two rounds, the second in
- * reverse order. Reported: latency per call (p50, p95, mean) per arm, the
- * added latency (svc's percentile minus direct's, over both rounds), CPU
+ * Arms: `direct` (the client to the upstream), `bare` (the client to
+ * the bare gateway, `baselines/mcp-proxy.ts`: the official SDK's server
+ * and client and nothing else, the floor of any gateway built on them) and
+ * `svc` (the client to svc's `/mcp`, svc to the upstream), each with a
+ * fresh client, the same warm-up calls, then the measured calls; two
+ * rounds, the second in reverse order. Reported: latency per call (p50,
+ * p95, mean) per arm, the added latency (the bare gateway's and svc's
+ * percentiles minus direct's, over both rounds), CPU
  * per call of every process, svc's statements per call, and the TLS
  * connections the upstream accepted per arm. Aim: added p50 ≤ 2 ms.
  * Checkouts of `BENCH_SVC_DIR` run one after another, each with a direct
@@ -26,6 +29,9 @@ import { startSvc, type SvcCheckout } from "../support/svc.ts"
 import { formatWorkPerOp, sumWork, type Work } from "../support/work.ts"
 
 const ACTION_CLASS = "mcp.bench"
+
+type Arm = "direct" | "bare" | "svc"
+const ARMS: ReadonlyArray<Arm> = ["direct", "bare", "svc"]
 
 const sizesOf = (quick: boolean) =>
   quick ? { warmup: 50, calls: 200, rounds: 1 } : { warmup: 300, calls: 1_000, rounds: 2 }
@@ -47,8 +53,14 @@ const measureCheckout = async (context: BenchContext, checkout: SvcCheckout) => 
     SVC_ALLOWED_TARGET_CIDRS: "127.0.0.0/8",
     SVC_EXTRA_CA_FILE: context.tls.caFile
   }, log)
+  const disposers: Array<() => Promise<unknown>> = []
   try {
     const upstreamUrl = await upstream.call<string>("url")
+    const bare = await spawnChild("bare gateway", new URL("../baselines/mcp-proxy.ts", import.meta.url), {
+      NODE_EXTRA_CA_CERTS: context.tls.caFile
+    })
+    disposers.push(() => bare.stop())
+    const bareUrl = await bare.call<string>("start", { upstream: upstreamUrl })
     const { orgId, key } = await svc.provision()
     const mcpKey = (await svc.cli<{ key: string }>("keys", "create", "--org", orgId, "--scopes", "mcp.use")).key
     await svc.api(key, "POST", "/v1/mcp-servers", { name: "up", url: upstreamUrl, default_action_class: ACTION_CLASS })
@@ -64,18 +76,24 @@ const measureCheckout = async (context: BenchContext, checkout: SvcCheckout) => 
       ? []
       : [{ name: "postgres", pids: database.meter.pids }]
 
-    const arm = async (name: "direct" | "svc"): Promise<Measured> => {
+    const arm = async (name: Arm): Promise<Measured> => {
       const client = await spawnChild(`client ${name}`, new URL("../support/mcp-client.ts", import.meta.url), {
         NODE_EXTRA_CA_CERTS: context.tls.caFile
       })
       try {
-        await client.call("connect", name === "svc" ? { url: `${svc.baseUrl}/mcp`, key: mcpKey } : { url: upstreamUrl })
-        const tool = name === "svc" ? "up__echo" : "echo"
+        await client.call(
+          "connect",
+          name === "svc"
+            ? { url: `${svc.baseUrl}/mcp`, key: mcpKey }
+            : { url: name === "bare" ? bareUrl : upstreamUrl }
+        )
+        const tool = name === "direct" ? "echo" : "up__echo"
         const warm = await client.call<{ errors: number; firstError?: string }>("run", { tool, count: size.warmup })
         if (warm.errors > 0) throw new Error(`${name}: ${warm.errors} calls failed: ${warm.firstError}`)
         const connectionsBefore = await upstream.call<number>("connections")
         const meters: Array<Meter> = [
           ...(name === "svc" ? [svc.meter, ...postgres] : []),
+          ...(name === "bare" ? [meterOf("bare gateway", bare.pid)] : []),
           meterOf("upstream", upstream.pid),
           meterOf("client", client.pid)
         ]
@@ -97,9 +115,9 @@ const measureCheckout = async (context: BenchContext, checkout: SvcCheckout) => 
     }
 
     const rows: Array<Record<string, string | number>> = []
-    const byArm = { direct: [] as Array<Measured>, svc: [] as Array<Measured> }
+    const byArm: Record<Arm, Array<Measured>> = { direct: [], bare: [], svc: [] }
     for (let r = 0; r < size.rounds; r++) {
-      const order = r % 2 === 0 ? (["direct", "svc"] as const) : (["svc", "direct"] as const)
+      const order = r % 2 === 0 ? ARMS : [...ARMS].reverse()
       for (const name of order) {
         const measured = await arm(name)
         byArm[name].push(measured)
@@ -118,10 +136,25 @@ const measureCheckout = async (context: BenchContext, checkout: SvcCheckout) => 
         })
       }
     }
-    const pooled = (name: "direct" | "svc") => sorted(byArm[name].flatMap((m) => m.latencies))
+    const pooled = (name: Arm) => sorted(byArm[name].flatMap((m) => m.latencies))
     const direct = pooled("direct")
     const through = pooled("svc")
-    const added = (p: number) => round(percentile(through, p) - percentile(direct, p), 2)
+    const bareThrough = pooled("bare")
+    const added = (p: number, arm = through) => round(percentile(arm, p) - percentile(direct, p), 2)
+    const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / xs.length
+    const bareCpu = byArm.bare.reduce((sum, m) => sum + (m.cpu["bare gateway"] ?? 0), 0)
+    rows.push({
+      svc: checkout.label,
+      arm: "added by the bare gateway",
+      round: "all",
+      calls: bareThrough.length,
+      "p50 ms": added(0.5, bareThrough),
+      "p95 ms": added(0.95, bareThrough),
+      "mean ms": round(mean(bareThrough) - mean(direct), 2),
+      "CPU µs/call": `bare gateway ${Math.round(bareCpu / Math.max(1, bareThrough.length))}`,
+      "work/call": "-",
+      "upstream TLS conns": byArm.bare.reduce((sum, m) => sum + m.connections, 0)
+    })
     const svcCalls = through.length
     const svcCpu = byArm.svc.reduce((sum, m) => sum + (m.cpu[checkout.label] ?? 0), 0)
     rows.push({
@@ -131,10 +164,7 @@ const measureCheckout = async (context: BenchContext, checkout: SvcCheckout) => 
       calls: svcCalls,
       "p50 ms": added(0.5),
       "p95 ms": added(0.95),
-      "mean ms": round(
-        through.reduce((a, b) => a + b, 0) / through.length - direct.reduce((a, b) => a + b, 0) / direct.length,
-        2
-      ),
+      "mean ms": round(mean(through) - mean(direct), 2),
       "CPU µs/call": `${checkout.label} ${Math.round(svcCpu / Math.max(1, svcCalls))}`,
       "work/call": formatWorkPerOp(sumWork(byArm.svc.map((m) => m.work)), svcCalls),
       "upstream TLS conns": byArm.svc.reduce((sum, m) => sum + m.connections, 0)
@@ -145,6 +175,7 @@ const measureCheckout = async (context: BenchContext, checkout: SvcCheckout) => 
     }
   } finally {
     await svc.stop()
+    for (const dispose of disposers) await dispose()
     await upstream.stop()
     await database.drop()
   }
