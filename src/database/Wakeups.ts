@@ -21,7 +21,8 @@ import * as crypto from "node:crypto"
 import { doubling } from "../platform/Backoff.ts"
 import { DatabaseInfo } from "./Database.ts"
 
-const CHANNEL = "svc_wakeup"
+/** The channel every process listens on for wakeups. */
+export const WAKEUP_CHANNEL = "svc_wakeup"
 
 /**
  * What can be waited for. Every topic is named here, so a signal and its
@@ -164,7 +165,7 @@ export class Wakeups extends Context.Service<Wakeups, {
       if (info.supportsNotify) {
         yield* keepListening({
           sql,
-          channel: CHANNEL,
+          channel: WAKEUP_CHANNEL,
           handle: (payload) => {
             // A payload without the mark is a bare topic, from SQL or an older process.
             if (!payload.startsWith(ORIGIN_MARK)) return wakeAllLocal([payload])
@@ -183,7 +184,7 @@ export class Wakeups extends Context.Service<Wakeups, {
       const payloadOf = (signals: ReadonlyArray<Signal>) => `${ORIGIN_MARK}${origin} ${signals.join(" ")}`
 
       const inStatement = (...signals: ReadonlyArray<Signal>) => ({
-        notify: info.supportsNotify ? { channel: CHANNEL, payload: payloadOf(signals) } : undefined,
+        notify: info.supportsNotify ? { channel: WAKEUP_CHANNEL, payload: payloadOf(signals) } : undefined,
         local: wakeAllLocal(signals)
       })
 
@@ -191,7 +192,7 @@ export class Wakeups extends Context.Service<Wakeups, {
         info.supportsNotify
           ? Effect.andThen(
             wakeAllLocal(signals),
-            sql.notify(CHANNEL, payloadOf(signals)).pipe(
+            sql.notify(WAKEUP_CHANNEL, payloadOf(signals)).pipe(
               Effect.catch((error) => Effect.logWarning("wakeup notify failed; other processes will poll", error))
             )
           )

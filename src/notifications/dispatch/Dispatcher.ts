@@ -22,6 +22,7 @@ import { SvcConfig } from "../../platform/Config.ts"
 import { BigIntText } from "../../platform/Rows.ts"
 import { FIRST_BATCH, GATHER, nextBatch, type Pass, pauseAfter, recentPasses, steady } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
+import { passWakeups } from "./PassWakeups.ts"
 
 const POLL_EVERY = Duration.seconds(1)
 
@@ -37,7 +38,7 @@ const DispatchedRow = Schema.Struct({
 })
 
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
-const DISPATCH_LOCK = 7_300_001
+export const DISPATCH_LOCK = 7_300_001
 
 export class Dispatcher extends Context.Service<Dispatcher, {
   /** Fans out up to `batch` undispatched events in one statement; answers how many it took. */
@@ -50,12 +51,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
     Effect.gen(function*() {
       const sql = yield* PgClient.PgClient
       const queue = yield* DeliveryQueue
+      const wakeups = yield* Wakeups
       const config = yield* SvcConfig
       const bodies = yield* EventBodies
       const smtp = Option.isSome(config.smtpUrl)
       const emailedTypes: Array<string> = [...EmailedEventTypes]
       /** The group the event's approval is assigned to (its snapshot's), or null. */
       const assignedGroup = sql`(ev.body::jsonb #>> '{approval,assigned_group}')`
+      const woken = passWakeups(sql, wakeups)
 
       // One statement, so one round trip and no transaction held open on the
       // embedded database's only session: take the events past the cursor
@@ -121,14 +124,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
             SELECT ev.seq, ev.id, ev.org_id, ev.type, ev.body,
                    (SELECT count(*) FROM inserted WHERE kind = 'webhook')::int AS webhooks,
                    (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails
+                   ${woken.columns}
             FROM ev ORDER BY ev.writer, ev.seq`
             },
             "events",
             DispatchedRow
           )
           for (const event of rows) bodies.remember(event.id, { type: event.type, body: event.body })
-          if ((rows[0]?.webhooks ?? 0) > 0) yield* queue.wake("webhook")
-          if ((rows[0]?.emails ?? 0) > 0) yield* queue.wake("email")
+          yield* woken.wake({ webhook: rows[0]?.webhooks ?? 0, email: rows[0]?.emails ?? 0 })
           return rows.length
         }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 

@@ -11,9 +11,14 @@ import { PgMigrator } from "@effect/sql-pg"
 import { assert, describe, layer } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Redacted } from "effect"
 import { Migrator, SqlClient } from "effect/sql"
+import pg from "pg"
 import { Database } from "../../../src/database/Database.ts"
 import { Migrations } from "../../../src/database/Migrations.ts"
 import { migrationRecord } from "../../../src/database/migrations/index.ts"
+import { WAKEUP_CHANNEL, Wakeups } from "../../../src/database/Wakeups.ts"
+import { DeliveryQueue } from "../../../src/deliveries/DeliveryQueue.ts"
+import { DISPATCH_LOCK, Dispatcher } from "../../../src/notifications/dispatch/Dispatcher.ts"
+import { EventBodies } from "../../../src/notifications/dispatch/EventBodies.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { SvcTest } from "../../../src/testing.ts"
 import { emptyDatabase } from "../../support/databases.ts"
@@ -80,6 +85,63 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
           { n: number }
         >`SELECT count(*)::int AS n FROM undispatched_events WHERE org_id = ${org.orgId}`
         assert.strictEqual(undispatched[0]!.n, 0)
+      }))
+
+    it.effect("a pass wakes other processes' senders in its own statement: when its deliveries commit, not when they roll back", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        // A dispatcher of the test's own, as another process's.
+        const dispatcher = yield* Effect.provide(
+          Effect.service(Dispatcher),
+          Dispatcher.layer.pipe(
+            Layer.provide(Layer.mergeAll(DeliveryQueue.layer, EventBodies.layer)),
+            Layer.provide(Wakeups.layer)
+          )
+        )
+        const receiver = yield* HttpsReceiver.make()
+        const org = yield* SvcTest.org()
+        yield* org.client.notifications.create({ payload: { url: receiver.url("/woken") } })
+        // A connection of its own, listening as another process does.
+        const heard: Array<string> = []
+        const [{ name }] = (yield* svc.sql<{ name: string }>`SELECT current_database() AS name`) as [{ name: string }]
+        const url = new URL(process.env.TEST_DATABASE_URL!)
+        url.pathname = `/${name}`
+        const listener = yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const client = new pg.Client({ connectionString: url.toString() })
+            await client.connect()
+            client.on("notification", (n) => heard.push(n.payload ?? ""))
+            await client.query(`LISTEN ${WAKEUP_CHANNEL}`)
+            return client
+          }),
+          (client) => Effect.promise(() => client.end())
+        )
+        const wokeSenders = () => heard.some((payload) => payload.split(" ").includes("deliveries:webhook"))
+        const event = eventBody(org.orgId, "approval.requested")
+        const take = Effect.gen(function*() {
+          while ((yield* dispatcher.dispatchOnce(16)) === 0) yield* Effect.sleep("20 millis")
+        })
+        yield* svc.sql.withTransaction(Effect.gen(function*() {
+          // Held to the commit: the service's own dispatcher takes nothing meanwhile.
+          yield* svc.sql`SELECT pg_advisory_xact_lock(${DISPATCH_LOCK})`
+          // The event, committed on another connection.
+          yield* Effect.promise(() =>
+            listener.query(
+              "INSERT INTO events (id, org_id, type, occurred_at, body, label) VALUES ($1, $2, $3, $4, $5, $3)",
+              [event.id, event.org_id, event.type, event.occurred_at, JSON.stringify(event)]
+            )
+          )
+          // A pass undone (a savepoint rolled back): its deliveries, its cursor and its wakeup.
+          yield* svc.sql.withTransaction(Effect.andThen(take, Effect.fail("undone"))).pipe(Effect.ignore)
+          yield* Effect.sleep("300 millis")
+          assert.isFalse(wokeSenders(), `nothing sent before the commit: ${JSON.stringify(heard)}`)
+          yield* take
+        }))
+        const [received] = yield* receiver.waitForRequests(1, "10 seconds")
+        assert.strictEqual(received!.headers["x-svc-event-id"], event.id)
+        assert.isTrue(wokeSenders(), `the committed pass woke the other processes: ${JSON.stringify(heard)}`)
+        yield* Effect.sleep("300 millis")
+        assert.strictEqual(receiver.requests().length, 1, "the event was fanned out once")
       }))
   })
 })
