@@ -11,7 +11,11 @@
  * steps leave behind: an outcome row, a new version of the endpoint's
  * queue row and of the dispatch cursor per event. `BENCH_DRAIN_BULK`
  * events (e.g. 1 000 000) are delivered before the trickle, in bursts of
- * 50 000: a long history, as svc itself leaves it.
+ * 50 000: a long history, as svc itself leaves it. The tables are sampled
+ * once a minute from the fresh drain's end to the history drain's start
+ * (`support/table-stats.ts`): where the server's autovacuum is off, each
+ * sample runs `VACUUM (ANALYZE)` first, so that the history drain meets
+ * the statistics a server with autovacuum would have.
  *
  * Reported per delivery, from `pg_stat_database` deltas over the drain
  * (read after the statistics' flush): transactions, rows inserted,
@@ -39,6 +43,7 @@ import type { Receipts } from "../support/receiver.ts"
 import { atLeast, atMost, type BenchContext, type ScenarioResult } from "../support/scenario.ts"
 import { round } from "../support/stats.ts"
 import { startSvc } from "../support/svc.ts"
+import { formatSamples, sampleTables } from "../support/table-stats.ts"
 import { insertEvents, withReceiver } from "../support/webhooks.ts"
 import { QUEUE_TABLES } from "./held-horizon.ts"
 
@@ -166,6 +171,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
       }, path.join(context.logDir, `drain-history-${checkout.label}.log`))
       const client = await database.connect()
       const route = `/drain-history-${checkout.label}`
+      let stopSampling: (() => Promise<unknown>) | undefined
       try {
         const { orgId, key } = await svc.provision()
         await svc.api(key, "POST", "/v1/notification-endpoints", {
@@ -213,6 +219,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         }
         await burst(k.warmup)
         const fresh = await measured("fresh")
+        const sampler = await sampleTables(database)
+        stopSampling = sampler.stop
         if (k.bulk > 0) {
           const t0 = performance.now()
           for (let done = 0; done < k.bulk; done += BULK_BURST) await burst(Math.min(BULK_BURST, k.bulk - done))
@@ -225,6 +233,8 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         const beforeTrickle = await counts(client)
         await trickle(k.history)
         const afterTrickle = await counts(client)
+        stopSampling = undefined
+        notes.push(...formatSamples(`${checkout.label}: tables over the history`, await sampler.stop()))
         const history = await measured("history")
         rows.push({
           arm: `${checkout.label} trickle`,
@@ -277,6 +287,7 @@ export default async (context: BenchContext): Promise<ScenarioResult> => {
         )
         if (process.env.BENCH_KEEP_DATABASE === "1") notes.push(`${checkout.label}: database kept: ${database.url}`)
       } finally {
+        await stopSampling?.()
         await client.end()
         await svc.stop()
         if (process.env.BENCH_KEEP_DATABASE !== "1") await database.drop()
