@@ -16,7 +16,6 @@
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Effect } from "effect"
-import type { Statement } from "effect/sql"
 import { Topics, type Wakeups } from "../../database/Wakeups.ts"
 
 const KINDS = ["webhook", "email"] as const
@@ -34,7 +33,7 @@ export const passWakeups = (sql: PgClient.PgClient, wakeups: Wakeups["Service"])
   )
   return {
     /** Columns for the pass's last `SELECT`, where `inserted` (its deliveries) is in scope: a leading comma, or nothing. */
-    columns: (notifying.length === 0 ? sql`` : sql`, ${sql.join(", ", false)(notifying)}`) as Statement.Fragment,
+    columns: notifying.length === 0 ? sql`` : sql`, ${sql.join(", ", false)(notifying)}`,
     /** Wakes this process's workers of the kinds queued; run after the statement. */
     wake: (queued: Queued) =>
       Effect.forEach(wakes, (w) => queued[w.kind] > 0 ? w.local : Effect.void, { discard: true })
