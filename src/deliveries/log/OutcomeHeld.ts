@@ -5,8 +5,9 @@
  *
  * The outcome rows are walked on the primary key `(target_id, to_seq)`
  * between the row values (target, the row's seq) and (target, `MAX_SEQ`),
- * not by `target_id = x AND to_seq >= y` (as the record views since
- * migration 0676).
+ * not by `target_id = x AND to_seq >= y`, and the walk is asked for its
+ * first match in the key's order: the form of the record views since
+ * migration 0676, whose SQL cannot import this.
  *
  * Speeds up: the claim's check of each row it hands out. With
  * statistics (autovacuum's, or the embedded database's own `ANALYZE`),
@@ -14,11 +15,12 @@
  * rows as most of the table and `to_seq >= y` as a third of it, expects
  * dozens of matches, and checks each row by a sequential scan of
  * `delivery_outcomes` that it thinks stops early; a row that no outcome
- * holds (every row a claim hands out) reads them all. At 200 pending steps a second the webhook's p50 then
- * grew from 9.4 to 48 ms over eight minutes, the claim active in 44 % of
- * samples of the server's sessions. Walking the key between row values:
- * 100 rows checked against 15 786 outcome rows, 90 ms by the sequential
- * scans, 7.8 ms by the index. Four minutes at 200/s with statistics
+ * holds (every row a claim hands out) reads them all. At 200 pending
+ * steps a second the webhook's p50 then grew from 9.4 to 48 ms over
+ * eight minutes, the claim active in 44 % of samples of the server's
+ * sessions. Walking the key between row values: 100 rows checked against
+ * 15 786 outcome rows, 90 ms by the sequential scans, 7.8 ms by the
+ * index. Four minutes at 200/s with statistics
  * (bench/notes/latency.md): webhook p95 by minute 17.2, 16.1, 18.2, 15.8
  * ms against 18, 23.4, 31.2, 46.8; PostgreSQL's CPU per step 2 672 µs
  * against 3 539.
