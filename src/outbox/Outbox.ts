@@ -283,28 +283,6 @@ export const takeEvents = (sql: PgClient.PgClient, batch: number, lockId: number
     marked AS (UPDATE events e SET writer = NULL FROM late WHERE e.seq = late.seq RETURNING e.seq)`
 
 /**
- * Whether events past the cursor wait for older transactions to end (the
- * horizon of `undispatchedEvents`): the first event past the cursor, read
- * in order from `events_writer_seq_idx`. Not an `EXISTS`, whose `ORDER BY`
- * and `LIMIT` the planner drops: that was planned as a sequential scan
- * stopping at the first match, which read every event kept when none waits
- * (the common answer), after each pass taking less than a full batch, so
- * once per event in a trickle: 246 buffers with 3 400 events kept, now 5.
- */
-export const heldBackStatement = (sql: PgClient.PgClient) =>
-  sql<{ held: boolean }>`
-    SELECT coalesce((
-      SELECT true FROM events
-      WHERE (writer, seq) > ((SELECT writer FROM event_dispatch), (SELECT seq FROM event_dispatch))
-      ORDER BY writer, seq LIMIT 1
-    ), false) AS held
-  `
-
-/** `heldBackStatement`'s answer. */
-export const heldBack = (sql: PgClient.PgClient) =>
-  heldBackStatement(sql).pipe(Effect.map((rows) => rows[0]?.held === true))
-
-/**
  * Deletes up to `batch` events dispatched before `before` (SQL) that no delivery
  * refers to and the cursor passed; answers the deleted rows.
  */

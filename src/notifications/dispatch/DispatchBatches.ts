@@ -31,11 +31,11 @@ export const nextBatch = (size: number, taken: number): number =>
  * other writers of events (governed steps), whose commit wakes it at
  * once. After a pass that took nothing it only sleeps: a transaction that
  * writes no event (a report, a backup) sends no wakeup, and waking on
- * every other commit meanwhile would cost two statements each.
+ * every other commit meanwhile would cost a statement each.
  *
  * Speeds up: an event committed while another transaction of the
  * cluster runs is fanned out at most 100 ms after that one ends, not at the
- * next poll, up to a second later (one index probe per pause meanwhile); an
+ * next poll, up to a second later (one pass per pause meanwhile); an
  * idle dispatcher asks nothing. Under a steady load of steps, events are
  * almost always held back by the next step's transaction. Measured alone
  * on two cores, server, 200 pending steps/s, one A/B run of the same svc
@@ -60,8 +60,8 @@ export const pauseAfter = (previous: Duration.Duration | undefined, taken: numbe
  * Under a steady stream of events the dispatcher lets a few commits gather
  * before its next pass: when its passes took `STEADY_EVENTS` events or more
  * in the last `WINDOW` (a stream of 100 events a second or faster), it
- * waits `GATHER` after its wakeup, so that one pass (its statement, the
- * held-back probe, and downstream the worker's claim and settle, which
+ * waits `GATHER` after its wakeup, so that one pass (its statement, and
+ * downstream the worker's claim and settle, which
  * the pass wakes) serves the events of several commits instead of one
  * each. A lone event, a burst (taken by full passes, which never wait)
  * and a slower stream are fanned out at once.

@@ -17,7 +17,8 @@ import { EmailedEventTypes } from "../../api/Notifications.ts"
 import { MEMBER_META_KEY, memberAddressStands } from "../../approvals/MemberAddresses.ts"
 import { Topics, Wakeups } from "../../database/Wakeups.ts"
 import { DeliveryQueue } from "../../deliveries/DeliveryQueue.ts"
-import { heldBack as heldBackEvents, takeEvents } from "../../outbox/Outbox.ts"
+import { heldPastPass } from "../../outbox/HeldPastPass.ts"
+import { takeEvents } from "../../outbox/Outbox.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { BigIntText } from "../../platform/Rows.ts"
 import { FIRST_BATCH, GATHER, nextBatch, type Pass, pauseAfter, recentPasses, steady } from "./DispatchBatches.ts"
@@ -26,25 +27,35 @@ import { passWakeups } from "./PassWakeups.ts"
 
 const POLL_EVERY = Duration.seconds(1)
 
-/** An event fanned out, with how many deliveries of each kind the statement queued. */
+/**
+ * An event fanned out, with how many deliveries of each kind the statement
+ * queued and whether events still wait past the cursor (`held`); a pass
+ * that took none answers one row of nulls beside `held`.
+ */
 const DispatchedRow = Schema.Struct({
-  seq: BigIntText,
-  id: Schema.String,
-  org_id: Schema.String,
-  type: Schema.String,
-  body: Schema.String,
+  seq: Schema.NullOr(BigIntText),
+  id: Schema.NullOr(Schema.String),
+  type: Schema.NullOr(Schema.String),
+  body: Schema.NullOr(Schema.String),
   webhooks: Schema.Number,
-  emails: Schema.Number
+  emails: Schema.Number,
+  held: Schema.Boolean
 })
+
+/** What one pass did. */
+export interface Dispatched {
+  /** Events fanned out. */
+  readonly taken: number
+  /** Whether committed events past the cursor wait for older transactions to end (the horizon of `undispatchedEvents`). */
+  readonly held: boolean
+}
 
 /** Two dispatchers (processes) never interleave, so deliveries are created in event order. */
 export const DISPATCH_LOCK = 7_300_001
 
 export class Dispatcher extends Context.Service<Dispatcher, {
-  /** Fans out up to `batch` undispatched events in one statement; answers how many it took. */
-  readonly dispatchOnce: (batch: number) => Effect.Effect<number>
-  /** Whether events past the cursor wait for older transactions to end (the horizon of `undispatchedEvents`). */
-  readonly heldBack: Effect.Effect<boolean>
+  /** Fans out up to `batch` undispatched events in one statement. */
+  readonly dispatchOnce: (batch: number) => Effect.Effect<Dispatched>
 }>()("svc/notifications/Dispatcher") {
   static readonly layer = Layer.effect(
     Dispatcher,
@@ -121,21 +132,26 @@ export class Dispatcher extends Context.Service<Dispatcher, {
                    event_id, NULL::text AS payload, meta, ${config.webhookQueueCapacity}::int AS capacity
             FROM fan`,
               select: sql`
-            SELECT ev.seq, ev.id, ev.org_id, ev.type, ev.body,
+            SELECT ev.seq, ev.id, ev.type, ev.body,
                    (SELECT count(*) FROM inserted WHERE kind = 'webhook')::int AS webhooks,
-                   (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails
-                   ${woken.columns}
-            FROM ev ORDER BY ev.writer, ev.seq`
+                   (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails,
+                   h.held ${woken.columns}
+            FROM (SELECT ${heldPastPass(sql)} AS held) h LEFT JOIN ev ON true ORDER BY ev.writer, ev.seq`
             },
             "events",
             DispatchedRow
           )
-          for (const event of rows) bodies.remember(event.id, { type: event.type, body: event.body })
+          let taken = 0
+          for (const event of rows) {
+            if (event.id === null) continue
+            taken++
+            bodies.remember(event.id, { type: event.type!, body: event.body! })
+          }
           yield* woken.wake({ webhook: rows[0]?.webhooks ?? 0, email: rows[0]?.emails ?? 0 })
-          return rows.length
+          return { taken, held: rows[0]?.held ?? false }
         }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 
-      return Dispatcher.of({ dispatchOnce, heldBack: heldBackEvents(sql).pipe(Effect.orDie) })
+      return Dispatcher.of({ dispatchOnce })
     })
   )
 
@@ -159,11 +175,11 @@ export class Dispatcher extends Context.Service<Dispatcher, {
       })
     yield* Effect.gen(function*() {
       const size = batch
-      const taken = yield* dispatcher.dispatchOnce(size)
+      const { held, taken } = yield* dispatcher.dispatchOnce(size)
       passes = recentPasses(passes, { at: yield* Clock.currentTimeMillis, taken })
       batch = nextBatch(size, taken)
       if (taken >= size) pause = undefined
-      else if (yield* dispatcher.heldBack) {
+      else if (held) {
         // Committed events wait for older transactions to end. After a pass
         // that took some, they are ending: mostly other writers of events,
         // whose commit wakes this loop. After one that took none, the

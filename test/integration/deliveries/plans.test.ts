@@ -19,7 +19,8 @@ import { leaseAndTake, leaseTargets, takeRows } from "../../../src/deliveries/lo
 import { attemptsStatement, listStatement } from "../../../src/deliveries/records/Listing.ts"
 import * as Rows from "../../../src/deliveries/Rows.ts"
 import { claimStatement, nextDueStatement, settleStatement } from "../../../src/deliveries/rows/Statements.ts"
-import { dispatchCursor, heldBackStatement, undispatchedEvents } from "../../../src/outbox/Outbox.ts"
+import { heldPastPass } from "../../../src/outbox/HeldPastPass.ts"
+import { dispatchCursor, undispatchedEvents } from "../../../src/outbox/Outbox.ts"
 import { newId } from "../../../src/platform/Ids.ts"
 import { newOrg, QueueLive, serverUrl } from "./support.ts"
 
@@ -317,9 +318,13 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
             [],
             "the dispatcher's events: in index order"
           )
-          // Asked after every pass that took less than a full batch: the first
-          // event past the cursor, from the index, never a walk of the events kept.
-          const held = yield* explain(heldBackStatement(pg))
+          // Every pass asks it: the first event past where it leaves the
+          // cursor, from the index, never a walk of the events kept (here
+          // with a pass that took nothing).
+          const held = yield* explain(pg`
+            WITH nxt AS (SELECT NULL::xid8 AS writer, NULL::bigint AS seq WHERE false),
+            late AS (SELECT NULL::bigint AS seq WHERE false)
+            SELECT ${heldPastPass(pg)} AS held`)
           assert.deepStrictEqual(
             held.filter((node) =>
               node["Relation Name"] === "events" && node["Node Type"] !== "Index Only Scan" &&

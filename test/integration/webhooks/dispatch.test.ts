@@ -87,6 +87,98 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
         assert.strictEqual(undispatched[0]!.n, 0)
       }))
 
+    it.effect("a pass says whether committed events wait past where it leaves the cursor for an older transaction", () =>
+      Effect.gen(function*() {
+        const svc = yield* SvcTest
+        const dispatcher = yield* Effect.provide(
+          Effect.service(Dispatcher),
+          Dispatcher.layer.pipe(
+            Layer.provide(Layer.mergeAll(DeliveryQueue.layer, EventBodies.layer)),
+            Layer.provide(Wakeups.layer)
+          )
+        )
+        const org = yield* SvcTest.org()
+        const [{ name }] = (yield* svc.sql<{ name: string }>`SELECT current_database() AS name`) as [{ name: string }]
+        const url = new URL(process.env.TEST_DATABASE_URL!)
+        url.pathname = `/${name}`
+        const connect = Effect.acquireRelease(
+          Effect.promise(async () => {
+            const client = new pg.Client({ connectionString: url.toString() })
+            await client.connect()
+            return client
+          }),
+          (client) => Effect.promise(() => client.end())
+        )
+        // An older transaction that holds the horizon, and a writer of events.
+        const straggler = yield* connect
+        const writer = yield* connect
+        const query = (client: pg.Client, text: string) => Effect.promise(() => client.query(text))
+        // `writtenAgo`: as if committed that long before (a pass inside a
+        // transaction reads the transaction's start as now).
+        const commitEvent = (writtenAgo = "0 seconds") =>
+          Effect.suspend(() => {
+            const event = eventBody(org.orgId, "approval.requested")
+            return Effect.promise(() =>
+              writer.query(
+                `INSERT INTO events (id, org_id, type, occurred_at, body, label, dispatched_at)
+                 VALUES ($1, $2, $3, $4, $5, $3, now() - $6::interval)`,
+                [event.id, event.org_id, event.type, event.occurred_at, JSON.stringify(event), writtenAgo]
+              )
+            )
+          })
+        const holdHorizon = query(straggler, "BEGIN; SELECT pg_current_xact_id()")
+        const endStraggler = query(straggler, "ROLLBACK")
+        // Each case in a transaction holding the dispatch lock, so that the
+        // service's own dispatcher takes nothing meanwhile; it ends with the
+        // pass that takes something (a transaction with an id of its own
+        // would hold the horizon itself).
+        const alone = <A>(effect: Effect.Effect<A>) =>
+          svc.sql.withTransaction(Effect.andThen(svc.sql`SELECT pg_advisory_xact_lock(${DISPATCH_LOCK})`, effect))
+        // Any transaction of the cluster holds the horizon (other tests' too):
+        // passes until one takes something.
+        const untilTaken = Effect.gen(function*() {
+          while (true) {
+            const pass = yield* dispatcher.dispatchOnce(16)
+            if (pass.taken > 0) return pass
+            yield* Effect.sleep("20 millis")
+          }
+        }).pipe(Effect.timeout("10 seconds"), Effect.orDie)
+        while ((yield* svc.sql<{ n: number }>`SELECT count(*)::int AS n FROM undispatched_events`)[0]!.n > 0) {
+          yield* Effect.sleep("20 millis")
+        }
+
+        yield* alone(Effect.gen(function*() {
+          yield* holdHorizon
+          yield* commitEvent()
+          assert.deepStrictEqual(yield* dispatcher.dispatchOnce(16), { taken: 0, held: true }, "behind the straggler")
+          yield* endStraggler
+          assert.deepStrictEqual(yield* untilTaken, { taken: 1, held: false }, "once it ended")
+        }))
+        yield* alone(Effect.gen(function*() {
+          yield* commitEvent()
+          yield* holdHorizon
+          yield* commitEvent()
+          assert.deepStrictEqual(
+            yield* untilTaken,
+            { taken: 1, held: true },
+            "the event below the horizon taken, the one above it still waits"
+          )
+          yield* endStraggler
+          assert.deepStrictEqual(yield* untilTaken, { taken: 1, held: false }, "then that one")
+        }))
+        yield* alone(Effect.gen(function*() {
+          yield* holdHorizon
+          // Held back past a second, it is fanned out on its own: no longer waiting.
+          yield* commitEvent("2 seconds")
+          assert.deepStrictEqual(
+            yield* dispatcher.dispatchOnce(16),
+            { taken: 1, held: false },
+            "taken as held too long"
+          )
+          yield* endStraggler
+        }))
+      }).pipe(Effect.orDie))
+
     it.effect("a pass wakes other processes' senders in its own statement: when its deliveries commit, not when they roll back", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
@@ -119,7 +211,7 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
         const wokeSenders = () => heard.some((payload) => payload.split(" ").includes("deliveries:webhook"))
         const event = eventBody(org.orgId, "approval.requested")
         const take = Effect.gen(function*() {
-          while ((yield* dispatcher.dispatchOnce(16)) === 0) yield* Effect.sleep("20 millis")
+          while ((yield* dispatcher.dispatchOnce(16)).taken === 0) yield* Effect.sleep("20 millis")
         })
         yield* svc.sql.withTransaction(Effect.gen(function*() {
           // Held to the commit: the service's own dispatcher takes nothing meanwhile.
