@@ -240,7 +240,10 @@ const run = (db: "postgres" | "pglite", claim: number, settle: number, dispatch:
         const options: ClaimOptions = { limit: claim, leaseFor: "60 seconds", perTarget, perFailingTarget: 1 }
         const taken = yield* timed("claim", take(sql, ctx.leases, "webhook", options))
         if (claim - taken.length > 0) {
-          yield* timed("rowClaim", claimStatement(sql, "webhook", { ...options, limit: claim - taken.length }, newId()))
+          yield* timed(
+            "rowClaim",
+            claimStatement(sql, "webhook", { ...options, limit: claim - taken.length }, newId(), ctx.leases.owner())
+          )
         }
         spent.claims++
         spent.rows += taken.length

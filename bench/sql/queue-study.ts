@@ -692,7 +692,13 @@ const explainClaim = (variant: Variant) =>
       : variant === "log"
       ? [LOG_LEASE, [Math.ceil(CLAIM / PER_ENDPOINT), newId()]] as const
       // The statement as Leases.claim sends it.
-      : claimStatement(sql, "webhook", { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT }, newId())
+      : claimStatement(
+        sql,
+        "webhook",
+        { limit: CLAIM, leaseFor: "60 seconds", perTarget: PER_ENDPOINT },
+        newId(),
+        newId()
+      )
         .compile()
     const plan = yield* sql.withTransaction(Effect.gen(function*() {
       const rows = yield* sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, params)

@@ -77,6 +77,8 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
     ) => Enqueue.enqueueFrom(sql, source, table, row).pipe(Effect.withSpan("DeliveryQueue.enqueueFrom")),
     /** Takes leases on due deliveries of `kind`; any process may call it. */
     claim: withLog("claim", Leases.claim),
+    /** `claim`, and when it took nothing, when the next delivery becomes claimable (`nextDue`), in the same statement. */
+    claimOrNextDue: withLog("claim", Leases.claimOrNextDue),
     /**
      * Records the attempt and its outcome. Only the lease holder can: answers
      * false when the lease was lost (expired and claimed elsewhere, or the

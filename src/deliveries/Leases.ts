@@ -4,13 +4,14 @@
  * back what was claimed but not sent.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Clock, Duration, Effect } from "effect"
+import { Clock, Duration, Effect, type Option } from "effect"
 import { newId } from "../platform/Ids.ts"
 import type { LogLeases } from "./log/HeldLeases.ts"
 import * as Log from "./log/Log.ts"
 import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleSuccesses.ts"
 import * as Rows from "./Rows.ts"
 import { rowClaimDue, type RowClaimPacing, rowClaimRan } from "./rows/ClaimPacing.ts"
+import { readAnswer } from "./rows/EmptyClaimAnswer.ts"
 import { settleRowsJson } from "./rows/SettleInput.ts"
 import { claimStatement, settleStatement } from "./rows/Statements.ts"
 import {
@@ -29,18 +30,24 @@ const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 
 // A kind whose deliveries are logged (`Log.ts`) first hands out rows of
 // the targets it can lease; the per-row claim (`claimStatement`) then takes
 // what room is left (retries, replays, released rows, strict targets' heads).
-export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: DeliveryKind, options: ClaimOptions) {
+export const claimOrNextDue = Effect.fnUntraced(function*(
+  ctx: LogContext,
+  kind: DeliveryKind,
+  options: ClaimOptions
+): Effect.fn.Return<ClaimAnswer> {
   const { sql } = ctx
   const logged = LOGGED_KINDS.includes(kind) ? yield* Log.take(sql, ctx.leases, kind, options) : []
   const limit = options.limit - logged.length
   const pacing = ctx.rowClaims
   const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
   const due = limit > 0 && (pacing === undefined || rowClaimDue(pacing, now, logged.length))
-  const rows = due
-    ? yield* Rows.claimed(claimStatement(sql, kind, { ...options, limit }, newId())).pipe(Effect.orDie)
+  const answer = due
+    ? yield* claimStatement(sql, kind, { ...options, limit }, newId(), ctx.leases.owner()).pipe(Effect.orDie)
     : []
+  const { nextDue, rows: found } = yield* readAnswer(answer)
+  const rows = yield* Rows.claimed(Effect.succeed(found))
   if (due && pacing !== undefined) rowClaimRan(pacing, now, rows.length)
-  return rows
+  const claimed = rows
     .map((row): Claimed => ({
       ...toDelivery(row),
       leaseOwner: row.lease_owner,
@@ -50,7 +57,22 @@ export const claim = Effect.fnUntraced(function*(ctx: LogContext, kind: Delivery
     }))
     .concat(logged)
     .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || compareSeq(a.seq, b.seq))
+  return { claimed, nextDue: logged.length > 0 ? undefined : nextDue }
 })
+
+/** `claimOrNextDue`'s deliveries alone. */
+export const claim = (ctx: LogContext, kind: DeliveryKind, options: ClaimOptions) =>
+  Effect.map(claimOrNextDue(ctx, kind, options), (answer) => answer.claimed)
+
+/**
+ * What a claim took, oldest due first; when it took nothing and the per-row
+ * statement ran, also when the next delivery becomes claimable
+ * (`DeliveryQueue.nextDue`'s answer, asked by the same statement).
+ */
+export interface ClaimAnswer {
+  readonly claimed: ReadonlyArray<Claimed>
+  readonly nextDue: Option.Option<Date> | undefined
+}
 
 /** The SQL client and this process's own view of its target leases on the log (and the owner id it holds them under). */
 export interface LogContext {

@@ -4,7 +4,8 @@
  * written in the transaction of the change it tells of, its body built here
  * once as the exact bytes every delivery, retry and replay sends; the
  * dispatcher (`notifications/dispatch/Dispatcher.ts`) takes the events past
- * the cursor with the pieces below and moves it in its fan-out statement;
+ * the cursor with the pieces below and moves it in its fan-out statement,
+ * which also answers whether events still wait past it (`HeldPastPass.ts`);
  * retention prunes what the cursor passed.
  *
  * Bodies: `{"id","type","org_id","occurred_at", ...}` then the subject:

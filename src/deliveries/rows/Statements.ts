@@ -3,7 +3,8 @@
  * emails, strict endpoints, and a webhook delivery once an attempt of it
  * failed, was released or replayed): `Statements.ts` (claim, next due,
  * settle), `ClaimPacing.ts` (how often a claim the log fed also runs the
- * per-row claim), `SettleInput.ts` (the settle's input as JSON text),
+ * per-row claim), `EmptyClaimAnswer.ts` (what a claim that takes nothing
+ * answers instead), `SettleInput.ts` (the settle's input as JSON text),
  * `Replay.ts` and `BulkReplay.ts`. It moves no log cursor or lease except
  * through the settle's log part, and knows nothing of the worker or of HTTP.
  *
@@ -19,6 +20,7 @@ import { Duration } from "effect"
 import type { SqlClient } from "effect/sql"
 import { RATE_READY, RATE_TOKENS, rateCharged } from "../Targets.ts"
 import type { ClaimOptions, DeliveryKind } from "../Types.ts"
+import { claimedOrNextDue } from "./EmptyClaimAnswer.ts"
 
 /**
  * `waiting(target_id)`: every target with queued or retrying rows (of any
@@ -47,13 +49,16 @@ const waitingTargets = (sql: SqlClient.SqlClient) =>
  * gives at most one, and only its head: its undelivered row of lowest
  * `seq`, once that one is due (a retry that waits holds the ones behind it).
  * A target with a rate limit gives at most what its bucket holds, and the
- * same statement charges the bucket for what it gave.
+ * same statement charges the bucket for what it gave. Claiming nothing, it
+ * answers when the next delivery becomes claimable instead
+ * (`EmptyClaimAnswer.ts`; `logOwner`: this process's owner of log leases).
  */
 export const claimStatement = (
   sql: SqlClient.SqlClient,
   kind: DeliveryKind,
   options: ClaimOptions,
-  leaseOwner: string
+  leaseOwner: string,
+  logOwner: string
 ) =>
   sql`
           WITH RECURSIVE ${waitingTargets(sql)},
@@ -145,14 +150,24 @@ export const claimStatement = (
             FROM (SELECT target_id, count(*)::int AS n FROM claimed GROUP BY target_id) c
             WHERE t.id = c.target_id AND t.id IN (SELECT id FROM limited)
           )
-          SELECT * FROM claimed
+          ${claimedOrNextDue(sql, nextDueAt(sql, kind, logOwner))}
 `
 
 /** `DeliveryQueue.nextDue`'s statement; NULL when none waits. */
 export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, owner: string) =>
   sql`
           WITH RECURSIVE ${waitingTargets(sql)}
-          SELECT least(
+          SELECT ${nextDueAt(sql, kind, owner)} AS at
+`
+
+/**
+ * When the next delivery of `kind` becomes claimable (due, out of
+ * cooldown, its lease run out, its rate limit's next token), for a
+ * statement with the CTE `waiting`; NULL when none waits. `owner`: this
+ * process's owner of log leases.
+ */
+const nextDueAt = (sql: SqlClient.SqlClient, kind: DeliveryKind, owner: string) =>
+  sql`least(
             (SELECT min(greatest(
                       CASE WHEN h.status IS NULL THEN f.next_attempt_at
                            WHEN h.status = 'sending' THEN h.lease_until
@@ -187,8 +202,7 @@ export const nextDueStatement = (sql: SqlClient.SqlClient, kind: DeliveryKind, o
                       coalesce(t.cooldown_until, now()), ${sql.literal(RATE_READY)}))
              FROM delivery_targets t
              WHERE t.kind = ${kind} AND t.log_listed AND t.log_pending > 0 AND NOT t.strict)
-          ) AS at
-`
+          )`
 
 /**
  * Records a batch of outcomes (`rows`: the JSON array `settleMany` builds,

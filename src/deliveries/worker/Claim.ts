@@ -50,7 +50,7 @@ export const makeClaim = (
     )
     const claimedAt = yield* Clock.currentTimeMillis
     state.moreMayBeDue = false
-    const claimed = yield* queue.claim(options.kind, {
+    const { claimed, nextDue } = yield* queue.claimOrNextDue(options.kind, {
       limit,
       leaseFor: options.leaseFor,
       perTarget: limits.prefetch,
@@ -59,6 +59,7 @@ export const makeClaim = (
       // not start is left to the others (or to a later claim).
       skipTargets: admission.saturatedTargets()
     })
+    state.nextDue = nextDue
     admission.add(claimed.map((delivery: Claimed) => ({
       item: delivery,
       target: delivery.targetId,

@@ -22,7 +22,8 @@
  * is under way, its end, a wakeup or a short recheck (due work may be
  * blocked by per-target limits or other processes' locks); otherwise a
  * wakeup, the next due instant the database reports (a rate-limited
- * target's next token included), or the poll interval.
+ * target's next token included; the empty claim's own answer when it
+ * just ran), or the poll interval.
  */
 import { Cause, Clock, Duration, Effect, FiberSet, Option, Queue } from "effect"
 import { Topics, Wakeups } from "../../database/Wakeups.ts"
@@ -130,7 +131,11 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         if (Option.isNone(result)) state.woken = true
         return
       }
-      const due = yield* queue.nextDue(options.kind)
+      // The claim just before may have answered it: unless something
+      // changed since (a settle, a release), it stands.
+      const known = state.moreMayBeDue ? undefined : state.nextDue
+      state.nextDue = undefined
+      const due = known ?? (yield* queue.nextDue(options.kind))
       const now = yield* Clock.currentTimeMillis
       const untilDue = Option.match(due, {
         onNone: () => limits.pollMs,

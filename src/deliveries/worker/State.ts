@@ -4,7 +4,7 @@
  * to give back, and the flags its loops share. One object, so each loop's
  * file reads and changes the same state by name.
  */
-import { Latch } from "effect"
+import { Latch, type Option } from "effect"
 import type { Claimed } from "../Types.ts"
 import { Admission } from "./Admission.ts"
 
@@ -16,6 +16,12 @@ export const makeState = (admission: Admission<Claimed>) => ({
   moreMayBeDue: true,
   /** A wakeup arrived (or a recheck is due) since the last claim. */
   woken: true,
+  /**
+   * When the next delivery becomes claimable, as the last claim answered
+   * when it took nothing (`DeliveryQueue.claimOrNextDue`); undefined when
+   * that claim took something or did not ask. The idle wait reads it once.
+   */
+  nextDue: undefined as Option.Option<Date> | undefined,
   /** Shutting down: nothing more starts. */
   closing: false,
   /** Opened when the claim loop has something to look at. */

@@ -105,6 +105,7 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
               pg,
               "webhook",
               { limit: 512, leaseFor: "30 seconds", perTarget: 256, perFailingTarget: 1 },
+              newId(),
               newId()
             )
           )
@@ -120,6 +121,7 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
               pg,
               "webhook",
               { limit: 512, leaseFor: "30 seconds", perTarget: 256, perFailingTarget: 1 },
+              newId(),
               newId()
             )
           )
@@ -132,7 +134,7 @@ describe.skipIf(!serverUrl)("queue statement plans on a PostgreSQL server withou
 
           // And it does what it says on that backlog.
           const taken = yield* Rows.claimed(
-            claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId())
+            claimStatement(pg, "webhook", { limit: 512, leaseFor: "30 seconds", perTarget: 256 }, newId(), newId())
           )
           assert.strictEqual(taken.length, 512)
 

@@ -68,6 +68,9 @@ layer(QueueLive, { excludeTestServices: true })("strict ordering", (it) => {
         Option.isSome(due) && due.value.getTime() > clock!.now.getTime() + 3_000_000,
         "the next due instant is the head's retry"
       )
+      // A claim that takes nothing answers the same instant in its own statement.
+      const answered = yield* queue.claimOrNextDue("webhook", { limit: 50, leaseFor: "1 minute", perTarget: 16 })
+      assert.deepStrictEqual([answered.claimed, answered.nextDue], [[], due], "the empty claim's answer")
       // Its retry comes due (later than e2's own due time): the head goes first.
       yield* sql`UPDATE deliveries SET next_attempt_at = now() WHERE id = ${head!.id}`
       const [again] = yield* claimOf(target)

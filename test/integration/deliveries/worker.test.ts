@@ -86,8 +86,8 @@ const countingClaims = (queue: DeliveryQueue["Service"]) => {
   return {
     queue: {
       ...queue,
-      claim: (...args: Parameters<typeof queue.claim>) =>
-        Effect.tap(queue.claim(...args), () => Effect.sync(() => claims++))
+      claimOrNextDue: (...args: Parameters<typeof queue.claimOrNextDue>) =>
+        Effect.tap(queue.claimOrNextDue(...args), () => Effect.sync(() => claims++))
     },
     claims: () => claims
   }
@@ -362,8 +362,8 @@ layer(QueueLive, { excludeTestServices: true })("the delivery worker", (it) => {
         // The database goes away after the first claim.
         Effect.provideService(DeliveryQueue, {
           ...queue,
-          claim: (kind, options) =>
-            claims++ === 0 ? queue.claim(kind, options) : Effect.die(new Error("database unreachable")),
+          claimOrNextDue: (kind, options) =>
+            claims++ === 0 ? queue.claimOrNextDue(kind, options) : Effect.die(new Error("database unreachable")),
           nextDue: () => Effect.die(new Error("database unreachable")),
           settleMany: () =>
             Effect.suspend(() => {

@@ -32,17 +32,24 @@ const delivery = (n: number, targetId = "t1"): Claimed => ({
   claimedFrom: "queued"
 })
 
-/** A queue in memory: `due` is handed out by the next claim; what the worker settles and releases is kept. */
-const memoryQueue = () => {
+/**
+ * A queue in memory: `due` is handed out by the next claim; a claim that
+ * finds it empty answers `nextDue` with `next` (the statement of the
+ * database's claim does); what the worker settles and releases is kept,
+ * and how often it asks `nextDue` on its own.
+ */
+const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
   const due: Array<Claimed> = []
   const claims: Array<number> = []
   const settled: Array<SettleItem> = []
   const released: Array<Claimed> = []
+  let asked = 0
   const queue = {
-    claim: () =>
+    claimOrNextDue: () =>
       Effect.sync(() => {
         claims.push(claims.length)
-        return due.splice(0)
+        const claimed = due.splice(0)
+        return { claimed, nextDue: claimed.length === 0 ? next : undefined }
       }),
     settleMany: (items: ReadonlyArray<SettleItem>) =>
       Effect.sync(() => {
@@ -54,10 +61,14 @@ const memoryQueue = () => {
         released.push(...items)
         return items.length
       }),
-    nextDue: () => Effect.succeed(Option.none<Date>()),
+    nextDue: () =>
+      Effect.sync(() => {
+        asked++
+        return next
+      }),
     reachable: Effect.succeed(true)
   } as unknown as DeliveryQueue["Service"]
-  return { queue, due, claims, settled, released }
+  return { queue, due, claims, settled, released, asked: () => asked }
 }
 
 /** Wake-ups that never come: the worker runs on its own timers alone. */
@@ -92,6 +103,23 @@ describe("the delivery worker on TestClock", () => {
       assert.strictEqual(memory.claims.length, 1, "no claim before the poll interval")
       yield* TestClock.adjust("200 millis")
       assert.strictEqual(memory.claims.length, 2)
+    }).pipe(Effect.scoped))
+
+  it.effect("an empty claim's own answer is the wait: the next claim when it says the next delivery is due, nothing asked in between", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue(Option.some(new Date(2_000)))
+      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
+      yield* TestClock.adjust(Duration.zero)
+      assert.strictEqual(memory.claims.length, 1)
+      yield* TestClock.adjust("1900 millis")
+      assert.strictEqual(memory.claims.length, 1, "no claim before the instant answered")
+      yield* TestClock.adjust("200 millis")
+      assert.strictEqual(memory.claims.length, 2)
+      // After a send and its settle, the claim that follows answers too.
+      memory.due.push(delivery(1))
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(memory.settled.length, 1)
+      assert.strictEqual(memory.asked(), 0, "no statement of its own asked when the next delivery is due")
     }).pipe(Effect.scoped))
 
   it.effect("what a claim hands out is sent and its outcome settled: delivered, or a retry with its attempt", () =>

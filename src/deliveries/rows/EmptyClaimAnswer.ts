@@ -1,0 +1,35 @@
+/**
+ * The per-row claim's answer when it takes nothing: one row of nulls
+ * beside `next_due`, when the next delivery of its kind becomes claimable
+ * (what `DeliveryQueue.nextDue` answers), asked in the claim's own
+ * statement only when it claimed nothing. The worker's wait after an
+ * empty claim reads it instead of asking on its own.
+ *
+ * Speeds up: after each settle the worker claims again, and under a
+ * trickle that claim finds nothing; it then asked for the next due
+ * instant in a statement (and a transaction) of its own: 0.8 statements
+ * per step at 200 pending steps a second (`bench/notes/latency.md`,
+ * "Again alone"), and one of the idle worker's statements every poll.
+ */
+import { Effect, Option } from "effect"
+import type { SqlClient, Statement } from "effect/sql"
+import * as Rows from "../Rows.ts"
+
+/** The claim statement's last `SELECT`, over its CTE `claimed`; `nextDue` is the instant's expression. */
+export const claimedOrNextDue = (sql: SqlClient.SqlClient, nextDue: Statement.Fragment) =>
+  sql`SELECT c.*, n.next_due FROM (
+            SELECT CASE WHEN EXISTS (SELECT 1 FROM claimed) THEN NULL ELSE ${nextDue} END AS next_due
+          ) n LEFT JOIN claimed c ON true`
+
+/**
+ * The claim statement's rows, split: the deliveries it claimed (rows still
+ * to decode), and when it claimed none, the next due instant.
+ */
+export const readAnswer = (answer: ReadonlyArray<Record<string, unknown>>) => {
+  const none = answer.length === 1 && answer[0]!.id === null
+  if (!none) return Effect.succeed({ rows: answer, nextDue: undefined })
+  return Effect.map(
+    Rows.nextDue(Effect.succeed([{ at: answer[0]!.next_due }])),
+    ([row]) => ({ rows: [], nextDue: Option.fromNullishOr(row?.at ?? null) })
+  )
+}
