@@ -36,7 +36,9 @@ export const claimOrNextDue = Effect.fnUntraced(function*(
   options: ClaimOptions
 ): Effect.fn.Return<ClaimAnswer> {
   const { sql } = ctx
-  const logged = LOGGED_KINDS.includes(kind) ? yield* Log.take(sql, ctx.leases, kind, options) : []
+  const logged = LOGGED_KINDS.includes(kind) && options.log !== false
+    ? yield* Log.take(sql, ctx.leases, kind, options)
+    : []
   const limit = options.limit - logged.length
   const pacing = ctx.rowClaims
   const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
@@ -126,7 +128,7 @@ export const settleMany = Effect.fnUntraced(function*(
         )
       }
     }
-    return settledOf(items, rows)
+    return settledOf(items, successes, rows)
   }
   const settled = yield* settleStatement(sql, settleRowsJson(items, log), targetIds).pipe(holdCursor, Effect.orDie)
   // Keyed by lease, not only by delivery: one batch may hold the same

@@ -70,6 +70,12 @@ export interface Settled {
   readonly coolingFor: ReadonlyMap<string, Duration.Duration>
   /** Consecutive failed attempts of each target whose health the batch changed, as recorded. */
   readonly failures: ReadonlyMap<string, number>
+  /**
+   * `false` when the statement saw no row of the log waiting, not handed
+   * out, for any of the batch's targets: a claim of the log now would find
+   * nothing the last one left. Otherwise (undefined too) it may.
+   */
+  readonly logWaiting?: boolean | undefined
 }
 
 export interface Attempt {
@@ -197,6 +203,11 @@ export interface ClaimOptions {
   readonly perFailingTarget?: number | undefined
   /** Targets not to claim for now (the caller could not start their deliveries). */
   readonly skipTargets?: ReadonlyArray<string> | undefined
+  /**
+   * `false`: the log is not asked (the caller knows nothing new can wait
+   * there since its last claim), only the per-row claim runs. Default true.
+   */
+  readonly log?: boolean | undefined
 }
 
 export interface ReplayInput {

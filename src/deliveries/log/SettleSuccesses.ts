@@ -74,11 +74,15 @@ export const logSuccesses = (
 const arrayLiteral = (values: ReadonlyArray<bigint | number | null>) =>
   `{${values.map((value) => (value === null ? "NULL" : String(value))).join(",")}}`
 
-/** Settles `parts` (from `logSuccesses`) in one statement; answers per target whether its lease held and whether it ended. */
+/**
+ * Settles `parts` (from `logSuccesses`) in one statement; answers per
+ * target whether its lease held, whether it ended, and whether rows of the
+ * log still wait for it, not handed out.
+ */
 // Its rows asserted, not decoded: this is the settle of a busy endpoint's
 // every batch, and its answer is ours, one row per target.
 export const settleLogSuccesses = (sql: PgClient.PgClient, parts: ReadonlyArray<TargetPart>) =>
-  sql<{ id: string; log_ended: boolean }>`
+  sql<{ id: string; log_ended: boolean; log_waiting: boolean }>`
     WITH input AS (
       SELECT * FROM unnest(
         ${parts.map((p) => p.targetId)}::uuid[], ${parts.map((p) => p.leaseId)}::uuid[],
@@ -114,20 +118,26 @@ export const settleLogSuccesses = (sql: PgClient.PgClient, parts: ReadonlyArray<
           lease_id = CASE WHEN t.log_in_flight <= h.n THEN NULL ELSE t.lease_id END
       FROM held h
       WHERE t.id = h.target_id AND (SELECT count(*) FROM outcomes) >= 0
-      RETURNING t.id, t.lease_id IS NULL AS log_ended
+      RETURNING t.id, t.lease_id IS NULL AS log_ended, t.log_pending > t.log_in_flight AS log_waiting
     )
-    SELECT id, log_ended FROM health
+    SELECT id, log_ended, log_waiting FROM health
   `.pipe(Effect.orDie)
 
 const NONE: ReadonlyMap<string, number> = new Map()
 
 /** `Settled` of the batch `items` from what `settleLogSuccesses` answered. */
-export const settledOf = (items: ReadonlyArray<SettleItem>, rows: ReadonlyArray<{ id: string }>): Settled => {
+export const settledOf = (
+  items: ReadonlyArray<SettleItem>,
+  parts: ReadonlyArray<TargetPart>,
+  rows: ReadonlyArray<{ id: string; log_waiting: boolean }>
+): Settled => {
   const held = new Set(rows.map((row) => row.id))
   return {
     held: items.map((item) => held.has(item.claimed.targetId)),
     coolingFor: new Map<string, Duration.Duration>(),
     // Nothing failed: no target's failures to apply.
-    failures: NONE
+    failures: NONE,
+    // A target whose lease changed hands answers nothing here: it may.
+    logWaiting: rows.length < parts.length || rows.some((row) => row.log_waiting)
   }
 }

@@ -50,6 +50,9 @@ export const makeClaim = (
     )
     const claimedAt = yield* Clock.currentTimeMillis
     state.moreMayBeDue = false
+    const log = state.logMayHaveMore
+    state.logMayHaveMore = false
+    const skipTargets = admission.saturatedTargets()
     const { claimed, nextDue } = yield* queue.claimOrNextDue(options.kind, {
       limit,
       leaseFor: options.leaseFor,
@@ -57,7 +60,8 @@ export const makeClaim = (
       perFailingTarget: FAILING_TARGET_SENDS,
       // Targets whose group is at its bound here: what this process could
       // not start is left to the others (or to a later claim).
-      skipTargets: admission.saturatedTargets()
+      skipTargets,
+      log
     })
     state.nextDue = nextDue
     admission.add(claimed.map((delivery: Claimed) => ({
@@ -68,7 +72,12 @@ export const makeClaim = (
       failing: delivery.targetFailures > 0
     })))
     // A full claim may have left more behind.
-    if (claimed.length >= limit && limit > 0) state.moreMayBeDue = true
+    if (claimed.length >= limit && limit > 0) {
+      state.moreMayBeDue = true
+      state.logMayHaveMore = true
+    }
+    // What the skipped targets have waiting is still there.
+    if (skipTargets.length > 0) state.logMayHaveMore = true
     return claimed.length
   })
 

@@ -35,7 +35,7 @@ import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf, SETTLE_MARGIN_MS } f
 import { makeOutcomes, type SignalledTarget } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
 import { makePump, type StartOptions } from "./Start.ts"
-import { makeState, somethingChanged } from "./State.ts"
+import { makeState, somethingChanged, woken } from "./State.ts"
 
 /** Longest a stopping worker waits for sends under way and their outcomes. */
 const SHUTDOWN_GRACE_MAX_MS = 10_000
@@ -96,7 +96,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       kind: options.kind,
       settled: makeOutcomes(options.kind, state, metrics, startWaiting, signals),
       mayLinger: () => admission.inFlight > 0 && !admission.waitsForRecording(),
-      changed: () => somethingChanged(state)
+      changed: (logWaiting) => somethingChanged(state, logWaiting)
     })
     const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options)
     const pump = makePump(state, settler, { ...options, fork, clock, wantsClaim: shouldClaim })
@@ -109,6 +109,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       return queue.release(batch).pipe(
         Effect.andThen(Effect.sync(() => {
           state.moreMayBeDue = true
+          state.logMayHaveMore = true
         })),
         Effect.onError(() => Effect.sync(() => state.toRelease.push(...batch)))
       )
@@ -117,7 +118,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
     const next = Effect.raceFirst(
       wakeups.wait(Topics.deliveries(options.kind), Duration.infinity).pipe(
         Effect.andThen(Effect.sync(() => {
-          state.woken = true
+          woken(state)
         }))
       ),
       state.changed.await
@@ -128,7 +129,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         const result = yield* next.pipe(
           Effect.timeoutOption(Duration.millis(Math.min(limits.pollMs, BLOCKED_RECHECK_MS)))
         )
-        if (Option.isNone(result)) state.woken = true
+        if (Option.isNone(result)) woken(state)
         return
       }
       // The claim just before may have answered it: unless something
@@ -147,7 +148,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
         }
       })
       yield* next.pipe(Effect.timeoutOption(Duration.millis(untilDue)))
-      state.woken = true
+      woken(state)
     })
 
     const step = Effect.gen(function*() {

@@ -79,7 +79,7 @@ export const makeOutcomes = (
       }
       admission.recorded(target)
     })
-    somethingChanged(state)
+    somethingChanged(state, result.logWaiting !== false)
     const warnings = lost.length === 0 ?
       Effect.void :
       Effect.forEach(lost, (id) =>

@@ -13,7 +13,7 @@
  * cannot succeed) is given up, after a few tries: its deliveries are sent
  * again once their leases run out.
  */
-import { Cause, Duration, Effect, Latch, Schedule } from "effect"
+import { Cause, Duration, Effect, Exit, Latch, Schedule } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
 import type { DeliveryKind, Settled, SettleItem } from "../Types.ts"
 
@@ -60,8 +60,11 @@ export interface SettleHooks {
   readonly settled: (batch: ReadonlyArray<Pending>, result: Settled | Cause.Cause<unknown>) => Effect.Effect<void>
   /** Whether a batch may wait for more outcomes (sends are finishing, and none waits only for recording). */
   readonly mayLinger: () => boolean
-  /** A try ended, written or not: the claim loop may look again. */
-  readonly changed: () => void
+  /**
+   * A try ended, written or not: the claim loop may look again; `logWaiting`
+   * as `Settled` says it (true when the try was not written).
+   */
+  readonly changed: (logWaiting: boolean) => void
 }
 
 export type Settler = Effect.Success<ReturnType<typeof makeSettler>>
@@ -91,7 +94,9 @@ export const makeSettler = Effect.fnUntraced(function*(
           return Effect.andThen(logged, Effect.fail<NotWritten>({ _tag: reachable ? "Refused" : "Unanswered", cause }))
         })
       ),
-      Effect.ensuring(Effect.sync(hooks.changed))
+      Effect.onExit((exit) =>
+        Effect.sync(() => hooks.changed(Exit.isSuccess(exit) ? exit.value.logWaiting !== false : true))
+      )
     )
 
   /** Writes one batch, trying again while the database does not answer. */

@@ -17,6 +17,13 @@ export const makeState = (admission: Admission<Claimed>) => ({
   /** A wakeup arrived (or a recheck is due) since the last claim. */
   woken: true,
   /**
+   * Rows of the log may wait that the last claim did not hand out: a
+   * wakeup or recheck, a settle whose statement saw some for its targets,
+   * a release, a full claim, or one that skipped targets. Otherwise a claim
+   * asks the per-row statement alone.
+   */
+  logMayHaveMore: true,
+  /**
    * When the next delivery becomes claimable, as the last claim answered
    * when it took nothing (`DeliveryQueue.claimOrNextDue`); undefined when
    * that claim took something or did not ask. The idle wait reads it once.
@@ -31,7 +38,14 @@ export const makeState = (admission: Admission<Claimed>) => ({
 export type WorkerState = ReturnType<typeof makeState>
 
 /** Settled or released leases no longer count against their targets' claim limits: look again. */
-export const somethingChanged = (state: WorkerState) => {
+export const somethingChanged = (state: WorkerState, logWaiting = true) => {
   state.moreMayBeDue = true
+  if (logWaiting) state.logMayHaveMore = true
   state.changed.openUnsafe()
+}
+
+/** A wakeup or a recheck: new work may be anywhere. */
+export const woken = (state: WorkerState) => {
+  state.woken = true
+  state.logMayHaveMore = true
 }

@@ -115,6 +115,20 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       assert.lengthOf(yield* claimOf(queue, target), 0)
     }))
 
+  it.effect("a settle of successes says whether rows of the log still wait for its targets, not handed out", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const org = yield* newOrg
+      const target = newId()
+      yield* webhookRows(org, target, 3)
+      const first = yield* claimOf(queue, target, { perTarget: 2 })
+      assert.strictEqual(first.length, 2)
+      assert.isTrue((yield* queue.settleMany(deliver(first))).logWaiting, "one row left behind by the bound")
+      const second = yield* claimOf(queue, target, { perTarget: 2 })
+      assert.strictEqual(second.length, 1)
+      assert.isFalse((yield* queue.settleMany(deliver(second))).logWaiting, "nothing left")
+    }))
+
   it.effect("sends that finish out of order: every row is settled once, and the next rows are handed out after them", () =>
     Effect.gen(function*() {
       const queue = yield* DeliveryQueue

@@ -7,7 +7,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { Wakeups } from "../../../src/database/Wakeups.ts"
-import { type Claimed, DeliveryQueue, Outcome, type SettleItem } from "../../../src/deliveries/DeliveryQueue.ts"
+import {
+  type Claimed,
+  type ClaimOptions,
+  DeliveryQueue,
+  Outcome,
+  type SettleItem
+} from "../../../src/deliveries/DeliveryQueue.ts"
 import { runWorker } from "../../../src/deliveries/worker/DeliveryWorker.ts"
 
 const delivery = (n: number, targetId = "t1"): Claimed => ({
@@ -36,25 +42,31 @@ const delivery = (n: number, targetId = "t1"): Claimed => ({
  * A queue in memory: `due` is handed out by the next claim; a claim that
  * finds it empty answers `nextDue` with `next` (the statement of the
  * database's claim does); what the worker settles and releases is kept,
- * and how often it asks `nextDue` on its own.
+ * and how often it asks `nextDue` on its own. `claims` holds whether each
+ * claim asked the log; a settle answers `logWaiting` as `logWaiting` is set.
  */
 const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
   const due: Array<Claimed> = []
-  const claims: Array<number> = []
+  const claims: Array<boolean> = []
   const settled: Array<SettleItem> = []
   const released: Array<Claimed> = []
   let asked = 0
   const queue = {
-    claimOrNextDue: () =>
+    claimOrNextDue: (_kind: unknown, options: ClaimOptions) =>
       Effect.sync(() => {
-        claims.push(claims.length)
+        claims.push(options.log !== false)
         const claimed = due.splice(0)
         return { claimed, nextDue: claimed.length === 0 ? next : undefined }
       }),
     settleMany: (items: ReadonlyArray<SettleItem>) =>
       Effect.sync(() => {
         settled.push(...items)
-        return { held: items.map(() => true), coolingFor: new Map<string, number>(), failures: new Map() }
+        return {
+          held: items.map(() => true),
+          coolingFor: new Map<string, number>(),
+          failures: new Map(),
+          logWaiting: memory.logWaiting
+        }
       }),
     release: (items: ReadonlyArray<Claimed>) =>
       Effect.sync(() => {
@@ -68,7 +80,8 @@ const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
       }),
     reachable: Effect.succeed(true)
   } as unknown as DeliveryQueue["Service"]
-  return { queue, due, claims, settled, released, asked: () => asked }
+  const memory = { queue, due, claims, settled, released, asked: () => asked, logWaiting: false }
+  return memory
 }
 
 /** Wake-ups that never come: the worker runs on its own timers alone. */
@@ -120,6 +133,30 @@ describe("the delivery worker on TestClock", () => {
       yield* TestClock.adjust("5 seconds")
       assert.strictEqual(memory.settled.length, 1)
       assert.strictEqual(memory.asked(), 0, "no statement of its own asked when the next delivery is due")
+    }).pipe(Effect.scoped))
+
+  it.effect("after a settle the log is asked again only when the settle saw rows of it waiting; a wakeup or recheck always asks it", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue()
+      memory.due.push(delivery(1))
+      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
+      yield* TestClock.adjust("100 millis")
+      assert.strictEqual(memory.settled.length, 1)
+      assert.deepStrictEqual(
+        memory.claims,
+        [true, false],
+        "the first claim asks the log; the one after the settle does not"
+      )
+      memory.due.push(delivery(2))
+      memory.logWaiting = true
+      // The poll interval's recheck asks the log.
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(memory.settled.length, 2)
+      assert.deepStrictEqual(
+        memory.claims,
+        [true, false, true, true],
+        "after a settle that saw rows waiting, the log again"
+      )
     }).pipe(Effect.scoped))
 
   it.effect("what a claim hands out is sent and its outcome settled: delivered, or a retry with its attempt", () =>
