@@ -19,6 +19,9 @@
  * flight under it or ended with the last. A target whose lease changed
  * records nothing (its items are not held). The targets are locked in id
  * order before anything is written, as every statement on targets does.
+ * It answers, per target, whether rows of the log still wait for it, not
+ * handed out: the worker's next claim asks the log only then
+ * (`worker/LogClaims.ts`).
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"

@@ -2,7 +2,8 @@
  * Claiming: when there is room to start something and reason to think a
  * claim finds work (something changed: a wakeup, a settled or released
  * delivery, a full claim; and what waits here is running low), one claim
- * statement takes leases on up to the room left, and the claimed
+ * statement takes leases on up to the room left (asking the log only when
+ * rows of it may wait, `LogClaims.ts`), and the claimed
  * deliveries wait in the admission model, each under the bound its target
  * shares (`Claimed.targetGroup`, read with the claim). A
  * wakeup claims at once even when plenty waits: the new work may be
@@ -16,6 +17,7 @@ import { Clock, type Duration, Effect } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
 import type { Claimed, DeliveryKind } from "../Types.ts"
 import { FAILING_TARGET_SENDS, type Limits } from "./Limits.ts"
+import { claimLeft, takeLogWanted } from "./LogClaims.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
 
@@ -50,8 +52,7 @@ export const makeClaim = (
     )
     const claimedAt = yield* Clock.currentTimeMillis
     state.moreMayBeDue = false
-    const log = state.logMayHaveMore
-    state.logMayHaveMore = false
+    const log = takeLogWanted(state)
     const skipTargets = admission.saturatedTargets()
     const { claimed, nextDue } = yield* queue.claimOrNextDue(options.kind, {
       limit,
@@ -72,12 +73,9 @@ export const makeClaim = (
       failing: delivery.targetFailures > 0
     })))
     // A full claim may have left more behind.
-    if (claimed.length >= limit && limit > 0) {
-      state.moreMayBeDue = true
-      state.logMayHaveMore = true
-    }
-    // What the skipped targets have waiting is still there.
-    if (skipTargets.length > 0) state.logMayHaveMore = true
+    const full = claimed.length >= limit && limit > 0
+    if (full) state.moreMayBeDue = true
+    claimLeft(state, full, skipTargets.length > 0)
     return claimed.length
   })
 

@@ -1,7 +1,7 @@
 /**
  * Folder `worker/`: the process side of the queue, free of SQL (it calls
  * `DeliveryQueue`): this loop, `Admission.ts` (which claimed delivery may
- * start), and a file per loop. `DirectStart.ts` is the send without a fiber
+ * start), `LogClaims.ts` (when a claim asks the log), and a file per loop. `DirectStart.ts` is the send without a fiber
  * of its own beside `Start.ts`.
  *
  * The loop that sends deliveries of one kind; the database is the source of
@@ -32,10 +32,11 @@ import { type Claimed, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue
 import { Admission } from "./Admission.ts"
 import { makeClaim } from "./Claim.ts"
 import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf, SETTLE_MARGIN_MS } from "./Limits.ts"
+import { woken } from "./LogClaims.ts"
 import { makeOutcomes, type SignalledTarget } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
 import { makePump, type StartOptions } from "./Start.ts"
-import { makeState, somethingChanged, woken } from "./State.ts"
+import { makeState, somethingChanged } from "./State.ts"
 
 /** Longest a stopping worker waits for sends under way and their outcomes. */
 const SHUTDOWN_GRACE_MAX_MS = 10_000

@@ -16,12 +16,7 @@ export const makeState = (admission: Admission<Claimed>) => ({
   moreMayBeDue: true,
   /** A wakeup arrived (or a recheck is due) since the last claim. */
   woken: true,
-  /**
-   * Rows of the log may wait that the last claim did not hand out: a
-   * wakeup or recheck, a settle whose statement saw some for its targets,
-   * a release, a full claim, or one that skipped targets. Otherwise a claim
-   * asks the per-row statement alone.
-   */
+  /** Rows of the log may wait that the last claim did not hand out (`LogClaims.ts`). */
   logMayHaveMore: true,
   /**
    * When the next delivery becomes claimable, as the last claim answered
@@ -37,15 +32,12 @@ export const makeState = (admission: Admission<Claimed>) => ({
 
 export type WorkerState = ReturnType<typeof makeState>
 
-/** Settled or released leases no longer count against their targets' claim limits: look again. */
+/**
+ * Settled or released leases no longer count against their targets' claim
+ * limits: look again (the log too unless `logWaiting` is false, `LogClaims.ts`).
+ */
 export const somethingChanged = (state: WorkerState, logWaiting = true) => {
   state.moreMayBeDue = true
   if (logWaiting) state.logMayHaveMore = true
   state.changed.openUnsafe()
-}
-
-/** A wakeup or a recheck: new work may be anywhere. */
-export const woken = (state: WorkerState) => {
-  state.woken = true
-  state.logMayHaveMore = true
 }
