@@ -17,9 +17,14 @@ import type { PgClient } from "@effect/sql-pg"
  * 3 400 events kept, 5 this way.
  *
  * Speeds up: it was a statement (and a transaction) of its own after
- * every pass that took less than a full batch, so once per event in a
- * trickle of governed steps: 0.51 statements per step at 200 pending steps
- * a second (`bench/notes/latency.md`, "Again alone").
+ * every pass that took less than a full batch: 0.69 per step at 200
+ * pending steps a second (`pg_stat_statements`, server, alone). One A/B
+ * run of 120 s at that rate (`npm run bench -- latency`,
+ * `bench/notes/latency.md`, "Three statements fewer per step"): the probe
+ * gone, but the next pass, a round trip sooner, gathered fewer events
+ * (passes 0.69 → 0.79 per step, the claims and settles after them with
+ * them), so transactions per step 5.56 → 5.59; CPU per step, svc and
+ * PostgreSQL together, 3 992 → 3 705 µs.
  */
 export const heldPastPass = (sql: PgClient.PgClient) =>
   sql`((

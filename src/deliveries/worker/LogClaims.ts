@@ -9,8 +9,12 @@
  * nothing, answers when the next delivery is due.
  *
  * Speeds up: under a trickle every settle was followed by a claim of the
- * log that found nothing, and the per-row claim after it; a statement and
- * a transaction each.
+ * log that found nothing, a statement and a transaction each. Server, 200
+ * pending steps a second for 120 s, alone (`npm run bench -- latency`,
+ * `pg_stat_statements`, `bench/notes/latency.md`, "Three statements fewer
+ * per step"): the log's take 1.56 → 0.91 per step, transactions per step
+ * 5.00 → 4.20; run again in the other order, 4.89 → 4.33, CPU per step
+ * svc 1 749 → 1 670 µs and PostgreSQL 2 132 → 2 004 µs.
  */
 import type { WorkerState } from "./State.ts"
 
