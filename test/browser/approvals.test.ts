@@ -164,9 +164,10 @@ describeBrowser("Approvals", () => {
   })
 
   it("escalation and expiry update the list live: the countdown moves to the new deadline, then the approval leaves with a notice", async () => {
-    // Windows long enough for the card to show each first on a busy machine:
-    // in CI's run, four browser files at a time on two cores, the card has
-    // arrived after a 3 s and once after an 8 s escalation had passed.
+    // Windows long enough for the card to show each first on a busy machine
+    // (four browser files at a time on two cores). The approval is asked for
+    // before the page opens, so its card is in the first list read; each
+    // later state arrives live.
     const policy = await world.api("PUT", "/v1/approval-policies/quick", {
       mode: "require_approval",
       review_seconds: 12,
@@ -175,12 +176,12 @@ describeBrowser("Approvals", () => {
       timeout_action: "reject"
     })
     assert.strictEqual(policy.status, 200, JSON.stringify(policy.body))
+    await requestApproval("restart-cache", { node: 3 }, "quick")
     const { page, done } = await world.open()
     await signIn(page, await world.link("approver", "Alex Approver"))
-    await page.getByText("Live: new and decided approvals appear here by themselves.").waitFor()
-    await requestApproval("restart-cache", { node: 3 }, "quick")
     const card = page.getByRole("listitem", { name: /restart-cache/ })
     await card.getByText("Escalates in").waitFor()
+    await page.getByText("Live: new and decided approvals appear here by themselves.").waitFor()
     await card.getByText("Expires in").waitFor({ timeout: 40_000 })
     assert.include(await card.textContent(), "Escalationescalated")
     await card.waitFor({ state: "detached", timeout: 40_000 })
