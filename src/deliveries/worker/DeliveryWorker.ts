@@ -1,8 +1,9 @@
 /**
  * Folder `worker/`: the process side of the queue, free of SQL (it calls
  * `DeliveryQueue`): this loop, `Admission.ts` (which claimed delivery may
- * start), `LogClaims.ts` (when a claim asks the log), and a file per loop. `DirectStart.ts` is the send without a fiber
- * of its own beside `Start.ts`.
+ * start), `LogClaims.ts` (when a claim asks the log), and a file per loop.
+ * `DirectStart.ts` is the send without a fiber of its own beside
+ * `Start.ts`.
  *
  * The loop that sends deliveries of one kind; the database is the source of
  * truth, so any number of processes can run it for the same kind. This file
