@@ -38,6 +38,31 @@ const insertOne = (event: EventBody) =>
     return BigInt(row!.seq)
   }).pipe(Effect.orDie)
 
+/** A dispatcher of the test's own, as another process's. */
+const ownDispatcher = Effect.provide(
+  Effect.service(Dispatcher),
+  Dispatcher.layer.pipe(
+    Layer.provide(Layer.mergeAll(DeliveryQueue.layer, EventBodies.layer)),
+    Layer.provide(Wakeups.layer)
+  )
+)
+
+/** A connection of the test's own to the service's database, closed with the test. */
+const connection = Effect.gen(function*() {
+  const svc = yield* SvcTest
+  const [{ name }] = (yield* svc.sql<{ name: string }>`SELECT current_database() AS name`) as [{ name: string }]
+  const url = new URL(process.env.TEST_DATABASE_URL!)
+  url.pathname = `/${name}`
+  return yield* Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: url.toString() })
+      await client.connect()
+      return client
+    }),
+    (client) => Effect.promise(() => client.end())
+  )
+}).pipe(Effect.orDie)
+
 describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
   layer(webhookService(), { excludeTestServices: true })("on the server", (it) => {
     it.effect("an event whose transaction commits after a later event's is fanned out, once, as is every other; the later one does not wait for it", () =>
@@ -90,28 +115,11 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
     it.effect("a pass says whether committed events wait past where it leaves the cursor for an older transaction", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
-        const dispatcher = yield* Effect.provide(
-          Effect.service(Dispatcher),
-          Dispatcher.layer.pipe(
-            Layer.provide(Layer.mergeAll(DeliveryQueue.layer, EventBodies.layer)),
-            Layer.provide(Wakeups.layer)
-          )
-        )
+        const dispatcher = yield* ownDispatcher
         const org = yield* SvcTest.org()
-        const [{ name }] = (yield* svc.sql<{ name: string }>`SELECT current_database() AS name`) as [{ name: string }]
-        const url = new URL(process.env.TEST_DATABASE_URL!)
-        url.pathname = `/${name}`
-        const connect = Effect.acquireRelease(
-          Effect.promise(async () => {
-            const client = new pg.Client({ connectionString: url.toString() })
-            await client.connect()
-            return client
-          }),
-          (client) => Effect.promise(() => client.end())
-        )
         // An older transaction that holds the horizon, and a writer of events.
-        const straggler = yield* connect
-        const writer = yield* connect
+        const straggler = yield* connection
+        const writer = yield* connection
         const query = (client: pg.Client, text: string) => Effect.promise(() => client.query(text))
         // `writtenAgo`: as if committed that long before (a pass inside a
         // transaction reads the transaction's start as now).
@@ -182,32 +190,15 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
     it.effect("a pass wakes other processes' senders in its own statement: when its deliveries commit, not when they roll back", () =>
       Effect.gen(function*() {
         const svc = yield* SvcTest
-        // A dispatcher of the test's own, as another process's.
-        const dispatcher = yield* Effect.provide(
-          Effect.service(Dispatcher),
-          Dispatcher.layer.pipe(
-            Layer.provide(Layer.mergeAll(DeliveryQueue.layer, EventBodies.layer)),
-            Layer.provide(Wakeups.layer)
-          )
-        )
+        const dispatcher = yield* ownDispatcher
         const receiver = yield* HttpsReceiver.make()
         const org = yield* SvcTest.org()
         yield* org.client.notifications.create({ payload: { url: receiver.url("/woken") } })
         // A connection of its own, listening as another process does.
         const heard: Array<string> = []
-        const [{ name }] = (yield* svc.sql<{ name: string }>`SELECT current_database() AS name`) as [{ name: string }]
-        const url = new URL(process.env.TEST_DATABASE_URL!)
-        url.pathname = `/${name}`
-        const listener = yield* Effect.acquireRelease(
-          Effect.promise(async () => {
-            const client = new pg.Client({ connectionString: url.toString() })
-            await client.connect()
-            client.on("notification", (n) => heard.push(n.payload ?? ""))
-            await client.query(`LISTEN ${WAKEUP_CHANNEL}`)
-            return client
-          }),
-          (client) => Effect.promise(() => client.end())
-        )
+        const listener = yield* connection
+        listener.on("notification", (n) => heard.push(n.payload ?? ""))
+        yield* Effect.promise(() => listener.query(`LISTEN ${WAKEUP_CHANNEL}`))
         const wokeSenders = () => heard.some((payload) => payload.split(" ").includes("deliveries:webhook"))
         const event = eventBody(org.orgId, "approval.requested")
         const take = Effect.gen(function*() {
