@@ -29,7 +29,8 @@ const compareSeq = (a: string, b: string) => a.length - b.length || (a < b ? -1 
 
 // A kind whose deliveries are logged (`Log.ts`) first hands out rows of
 // the targets it can lease; the per-row claim (`claimStatement`) then takes
-// what room is left (retries, replays, released rows, strict targets' heads).
+// what room is left (retries, replays, released rows, strict targets' heads)
+// unless the caller says its last answer stands (`ClaimOptions.rows`).
 export const claimOrNextDue = Effect.fnUntraced(function*(
   ctx: LogContext,
   kind: DeliveryKind,
@@ -42,7 +43,7 @@ export const claimOrNextDue = Effect.fnUntraced(function*(
   const limit = options.limit - logged.length
   const pacing = ctx.rowClaims
   const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
-  const due = limit > 0 && (pacing === undefined || rowClaimDue(pacing, now, logged.length))
+  const due = limit > 0 && options.rows !== false && (pacing === undefined || rowClaimDue(pacing, now, logged.length))
   const answer = due
     ? yield* claimStatement(sql, kind, { ...options, limit }, newId(), ctx.leases.owner()).pipe(Effect.orDie)
     : []
@@ -59,7 +60,11 @@ export const claimOrNextDue = Effect.fnUntraced(function*(
     }))
     .concat(logged)
     .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime() || compareSeq(a.seq, b.seq))
-  return { claimed, nextDue: logged.length > 0 ? undefined : nextDue }
+  return {
+    claimed,
+    nextDue: logged.length > 0 ? undefined : nextDue,
+    rows: { ran: due, nextDue: due ? nextDue : undefined }
+  }
 })
 
 /** `claimOrNextDue`'s deliveries alone. */
@@ -74,6 +79,11 @@ export const claim = (ctx: LogContext, kind: DeliveryKind, options: ClaimOptions
 export interface ClaimAnswer {
   readonly claimed: ReadonlyArray<Claimed>
   readonly nextDue: Option.Option<Date> | undefined
+  /**
+   * Whether the per-row statement ran, and its own answer when it did and
+   * took nothing (whatever the log handed out): the next due instant.
+   */
+  readonly rows: { readonly ran: boolean; readonly nextDue: Option.Option<Date> | undefined }
 }
 
 /** The SQL client and this process's own view of its target leases on the log (and the owner id it holds them under). */

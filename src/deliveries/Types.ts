@@ -76,6 +76,13 @@ export interface Settled {
    * nothing the last one left. Otherwise (undefined too) it may.
    */
   readonly logWaiting?: boolean | undefined
+  /**
+   * `false` when the batch made no row on its own claimable sooner than the
+   * per-row claim's last answer said: the log's successes alone, none of
+   * them ending its target's failures or cooldown. Otherwise (undefined
+   * too) it may have.
+   */
+  readonly rowsChanged?: boolean | undefined
 }
 
 export interface Attempt {
@@ -208,6 +215,11 @@ export interface ClaimOptions {
    * there since its last claim), only the per-row claim runs. Default true.
    */
   readonly log?: boolean | undefined
+  /**
+   * `false`: the per-row statement is not run (the caller holds its last
+   * answer, which still stands). Default true.
+   */
+  readonly rows?: boolean | undefined
 }
 
 export interface ReplayInput {

@@ -20,8 +20,9 @@
  * records nothing (its items are not held). The targets are locked in id
  * order before anything is written, as every statement on targets does.
  * It answers, per target, whether rows of the log still wait for it, not
- * handed out: the worker's next claim asks the log only then
- * (`worker/LogClaims.ts`).
+ * handed out, and whether its failures or cooldown ended: the worker's
+ * next claim asks the log, and the per-row statement, only then
+ * (`worker/ClaimSides.ts`).
  */
 import type { PgClient } from "@effect/sql-pg"
 import { Duration, Effect } from "effect"
@@ -79,13 +80,14 @@ const arrayLiteral = (values: ReadonlyArray<bigint | number | null>) =>
 
 /**
  * Settles `parts` (from `logSuccesses`) in one statement; answers per
- * target whether its lease held, whether it ended, and whether rows of the
- * log still wait for it, not handed out.
+ * target whether its lease held, whether it ended, whether rows of the
+ * log still wait for it, not handed out, and whether its failures or
+ * cooldown ended.
  */
 // Its rows asserted, not decoded: this is the settle of a busy endpoint's
 // every batch, and its answer is ours, one row per target.
 export const settleLogSuccesses = (sql: PgClient.PgClient, parts: ReadonlyArray<TargetPart>) =>
-  sql<{ id: string; log_ended: boolean; log_waiting: boolean }>`
+  sql<{ id: string; log_ended: boolean; log_waiting: boolean; recovered: boolean }>`
     WITH input AS (
       SELECT * FROM unnest(
         ${parts.map((p) => p.targetId)}::uuid[], ${parts.map((p) => p.leaseId)}::uuid[],
@@ -97,10 +99,11 @@ export const settleLogSuccesses = (sql: PgClient.PgClient, parts: ReadonlyArray<
       ) AS x(target_id, lease_id, org_id, log_cursor, lease_secs, n, seqs, codes, durations)
     ),
     locked AS (
-      SELECT t.id, t.lease_id FROM delivery_targets t WHERE t.id IN (SELECT target_id FROM input) ORDER BY t.id FOR UPDATE
+      SELECT t.id, t.lease_id, t.consecutive_failures > 0 OR t.cooldown_until IS NOT NULL AS recovering
+      FROM delivery_targets t WHERE t.id IN (SELECT target_id FROM input) ORDER BY t.id FOR UPDATE
     ),
     held AS (
-      SELECT i.* FROM input i JOIN locked l ON l.id = i.target_id AND l.lease_id = i.lease_id
+      SELECT i.*, l.recovering FROM input i JOIN locked l ON l.id = i.target_id AND l.lease_id = i.lease_id
     ),
     outcomes AS (
       INSERT INTO delivery_outcomes (target_id, to_seq, from_seq, org_id, seqs, status_codes, durations_ms)
@@ -121,9 +124,10 @@ export const settleLogSuccesses = (sql: PgClient.PgClient, parts: ReadonlyArray<
           lease_id = CASE WHEN t.log_in_flight <= h.n THEN NULL ELSE t.lease_id END
       FROM held h
       WHERE t.id = h.target_id AND (SELECT count(*) FROM outcomes) >= 0
-      RETURNING t.id, t.lease_id IS NULL AS log_ended, t.log_pending > t.log_in_flight AS log_waiting
+      RETURNING t.id, t.lease_id IS NULL AS log_ended, t.log_pending > t.log_in_flight AS log_waiting,
+        h.recovering AS recovered
     )
-    SELECT id, log_ended, log_waiting FROM health
+    SELECT id, log_ended, log_waiting, recovered FROM health
   `.pipe(Effect.orDie)
 
 const NONE: ReadonlyMap<string, number> = new Map()
@@ -132,7 +136,7 @@ const NONE: ReadonlyMap<string, number> = new Map()
 export const settledOf = (
   items: ReadonlyArray<SettleItem>,
   parts: ReadonlyArray<TargetPart>,
-  rows: ReadonlyArray<{ id: string; log_waiting: boolean }>
+  rows: ReadonlyArray<{ id: string; log_waiting: boolean; recovered: boolean }>
 ): Settled => {
   const held = new Set(rows.map((row) => row.id))
   return {
@@ -141,6 +145,8 @@ export const settledOf = (
     // Nothing failed: no target's failures to apply.
     failures: NONE,
     // A target whose lease changed hands answers nothing here: it may.
-    logWaiting: rows.length < parts.length || rows.some((row) => row.log_waiting)
+    logWaiting: rows.length < parts.length || rows.some((row) => row.log_waiting),
+    // A target whose failures or cooldown ended may have rows on their own due sooner.
+    rowsChanged: rows.some((row) => row.recovered)
   }
 }

@@ -2,8 +2,8 @@
  * Claiming: when there is room to start something and reason to think a
  * claim finds work (something changed: a wakeup, a settled or released
  * delivery, a full claim; and what waits here is running low), one claim
- * statement takes leases on up to the room left (asking the log only when
- * rows of it may wait, `LogClaims.ts`), and the claimed
+ * statement takes leases on up to the room left (asking the log and the
+ * per-row statement only when either may find something, `ClaimSides.ts`), and the claimed
  * deliveries wait in the admission model, each under the bound its target
  * shares (`Claimed.targetGroup`, read with the claim). A
  * wakeup claims at once even when plenty waits: the new work may be
@@ -16,8 +16,8 @@
 import { Clock, type Duration, Effect } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
 import type { Claimed, DeliveryKind } from "../Types.ts"
+import { claimLeft, takeLogWanted, takeRowsWanted } from "./ClaimSides.ts"
 import { FAILING_TARGET_SENDS, type Limits } from "./Limits.ts"
-import { claimLeft, takeLogWanted } from "./LogClaims.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
 
@@ -53,8 +53,9 @@ export const makeClaim = (
     const claimedAt = yield* Clock.currentTimeMillis
     state.moreMayBeDue = false
     const log = takeLogWanted(state)
+    const rows = takeRowsWanted(state, claimedAt)
     const skipTargets = admission.saturatedTargets()
-    const { claimed, nextDue } = yield* queue.claimOrNextDue(options.kind, {
+    const answer = yield* queue.claimOrNextDue(options.kind, {
       limit,
       leaseFor: options.leaseFor,
       perTarget: limits.prefetch,
@@ -62,9 +63,12 @@ export const makeClaim = (
       // Targets whose group is at its bound here: what this process could
       // not start is left to the others (or to a later claim).
       skipTargets,
-      log
+      log,
+      rows
     })
-    state.nextDue = nextDue
+    const { claimed } = answer
+    // The per-row statement not run: its last answer is this claim's.
+    state.nextDue = claimed.length === 0 && !answer.rows.ran ? state.rowsNextDue : answer.nextDue
     admission.add(claimed.map((delivery: Claimed) => ({
       item: delivery,
       target: delivery.targetId,
@@ -75,7 +79,7 @@ export const makeClaim = (
     // A full claim may have left more behind.
     const full = claimed.length >= limit && limit > 0
     if (full) state.moreMayBeDue = true
-    claimLeft(state, full, skipTargets.length > 0)
+    claimLeft(state, full, skipTargets.length > 0, answer.rows)
     return claimed.length
   })
 

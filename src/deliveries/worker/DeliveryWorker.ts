@@ -1,7 +1,7 @@
 /**
  * Folder `worker/`: the process side of the queue, free of SQL (it calls
  * `DeliveryQueue`): this loop, `Admission.ts` (which claimed delivery may
- * start), `LogClaims.ts` (when a claim asks the log), and a file per loop.
+ * start), `ClaimSides.ts` (which statements a claim runs), and a file per loop.
  * `DirectStart.ts` is the send without a fiber of its own beside
  * `Start.ts`.
  *
@@ -32,8 +32,8 @@ import { Metrics } from "../../observability/Metrics.ts"
 import { type Claimed, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue.ts"
 import { Admission } from "./Admission.ts"
 import { makeClaim } from "./Claim.ts"
+import { mayBeAnywhere, woken } from "./ClaimSides.ts"
 import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf, SETTLE_MARGIN_MS } from "./Limits.ts"
-import { woken } from "./LogClaims.ts"
 import { makeOutcomes, type SignalledTarget } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
 import { makePump, type StartOptions } from "./Start.ts"
@@ -98,7 +98,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       kind: options.kind,
       settled: makeOutcomes(options.kind, state, metrics, startWaiting, signals),
       mayLinger: () => admission.inFlight > 0 && !admission.waitsForRecording(),
-      changed: (logWaiting) => somethingChanged(state, logWaiting)
+      changed: (logWaiting, rowsChanged) => somethingChanged(state, logWaiting, rowsChanged)
     })
     const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options)
     const pump = makePump(state, settler, { ...options, fork, clock, wantsClaim: shouldClaim })
@@ -111,7 +111,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       return queue.release(batch).pipe(
         Effect.andThen(Effect.sync(() => {
           state.moreMayBeDue = true
-          state.logMayHaveMore = true
+          mayBeAnywhere(state)
         })),
         Effect.onError(() => Effect.sync(() => state.toRelease.push(...batch)))
       )

@@ -79,7 +79,7 @@ export const makeOutcomes = (
       }
       admission.recorded(target)
     })
-    somethingChanged(state, result.logWaiting !== false)
+    somethingChanged(state, result.logWaiting !== false, result.rowsChanged !== false)
     const warnings = lost.length === 0 ?
       Effect.void :
       Effect.forEach(lost, (id) =>

@@ -62,9 +62,9 @@ export interface SettleHooks {
   readonly mayLinger: () => boolean
   /**
    * A try ended, written or not: the claim loop may look again; `logWaiting`
-   * as `Settled` says it (true when the try was not written).
+   * and `rowsChanged` as `Settled` says them (true when the try was not written).
    */
-  readonly changed: (logWaiting: boolean) => void
+  readonly changed: (logWaiting: boolean, rowsChanged: boolean) => void
 }
 
 export type Settler = Effect.Success<ReturnType<typeof makeSettler>>
@@ -95,7 +95,11 @@ export const makeSettler = Effect.fnUntraced(function*(
         })
       ),
       Effect.onExit((exit) =>
-        Effect.sync(() => hooks.changed(Exit.isSuccess(exit) ? exit.value.logWaiting !== false : true))
+        Effect.sync(() =>
+          Exit.isSuccess(exit)
+            ? hooks.changed(exit.value.logWaiting !== false, exit.value.rowsChanged !== false)
+            : hooks.changed(true, true)
+        )
       )
     )
 

@@ -16,8 +16,16 @@ export const makeState = (admission: Admission<Claimed>) => ({
   moreMayBeDue: true,
   /** A wakeup arrived (or a recheck is due) since the last claim. */
   woken: true,
-  /** Rows of the log may wait that the last claim did not hand out (`LogClaims.ts`). */
+  /** Rows of the log may wait that the last claim did not hand out (`ClaimSides.ts`). */
   logMayHaveMore: true,
+  /** Something may have made rows on their own claimable since the per-row statement last ran (`ClaimSides.ts`). */
+  rowsMayHaveMore: true,
+  /**
+   * The last per-row statement's answer when it took nothing: when the
+   * next delivery becomes claimable; undefined when it took something or
+   * has not run. It stands while `rowsMayHaveMore` is false.
+   */
+  rowsNextDue: undefined as Option.Option<Date> | undefined,
   /**
    * When the next delivery becomes claimable, as the last claim answered
    * when it took nothing (`DeliveryQueue.claimOrNextDue`); undefined when
@@ -34,10 +42,12 @@ export type WorkerState = ReturnType<typeof makeState>
 
 /**
  * Settled or released leases no longer count against their targets' claim
- * limits: look again (the log too unless `logWaiting` is false, `LogClaims.ts`).
+ * limits: look again (the log unless `logWaiting` is false, the per-row
+ * statement unless `rowsChanged` is false: `ClaimSides.ts`).
  */
-export const somethingChanged = (state: WorkerState, logWaiting = true) => {
+export const somethingChanged = (state: WorkerState, logWaiting = true, rowsChanged = true) => {
   state.moreMayBeDue = true
   if (logWaiting) state.logMayHaveMore = true
+  if (rowsChanged) state.rowsMayHaveMore = true
   state.changed.openUnsafe()
 }

@@ -129,6 +129,21 @@ layer(QueueLive, { excludeTestServices: true })("the delivery log", (it) => {
       assert.isFalse((yield* queue.settleMany(deliver(second))).logWaiting, "nothing left")
     }))
 
+  it.effect("a settle of successes says whether it ended a target's failures: only then may rows on their own be due sooner", () =>
+    Effect.gen(function*() {
+      const queue = yield* DeliveryQueue
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* newOrg
+      const target = newId()
+      yield* webhookRows(org, target, 2)
+      const first = yield* claimOf(queue, target, { perTarget: 1 })
+      assert.isFalse((yield* queue.settleMany(deliver(first))).rowsChanged, "a healthy target's success")
+      yield* sql`UPDATE delivery_targets SET consecutive_failures = 2 WHERE id = ${target}`
+      const second = yield* claimOf(queue, target, { perTarget: 1 })
+      assert.strictEqual(second.length, 1)
+      assert.isTrue((yield* queue.settleMany(deliver(second))).rowsChanged, "a failing target's success")
+    }))
+
   it.effect("sends that finish out of order: every row is settled once, and the next rows are handed out after them", () =>
     Effect.gen(function*() {
       const queue = yield* DeliveryQueue

@@ -39,24 +39,37 @@ const delivery = (n: number, targetId = "t1"): Claimed => ({
 })
 
 /**
- * A queue in memory: `due` is handed out by the next claim; a claim that
- * finds it empty answers `nextDue` with `next` (the statement of the
- * database's claim does); what the worker settles and releases is kept,
+ * A queue in memory: `due` is handed out by the next claim that asks the
+ * log, `dueRows` by the next that runs the per-row statement; a per-row
+ * statement that finds nothing answers `nextDue` with `next` (the statement
+ * of the database's claim does); what the worker settles and releases is kept,
  * and how often it asks `nextDue` on its own. `claims` holds whether each
- * claim asked the log; a settle answers `logWaiting` as `logWaiting` is set.
+ * claim asked the log, `rowClaims` whether it ran the per-row statement; a
+ * settle answers `logWaiting` and `rowsChanged` as they are set.
  */
 const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
   const due: Array<Claimed> = []
+  const dueRows: Array<Claimed> = []
   const claims: Array<boolean> = []
+  const rowClaims: Array<boolean> = []
   const settled: Array<SettleItem> = []
   const released: Array<Claimed> = []
   let asked = 0
   const queue = {
     claimOrNextDue: (_kind: unknown, options: ClaimOptions) =>
       Effect.sync(() => {
-        claims.push(options.log !== false)
-        const claimed = due.splice(0)
-        return { claimed, nextDue: claimed.length === 0 ? next : undefined }
+        const log = options.log !== false
+        const ran = options.rows !== false
+        claims.push(log)
+        rowClaims.push(ran)
+        const logged = log ? due.splice(0) : []
+        const rows = ran ? dueRows.splice(0) : []
+        const rowsNext = ran && rows.length === 0 ? next : undefined
+        return {
+          claimed: [...logged, ...rows],
+          nextDue: logged.length === 0 ? rowsNext : undefined,
+          rows: { ran, nextDue: rowsNext }
+        }
       }),
     settleMany: (items: ReadonlyArray<SettleItem>) =>
       Effect.sync(() => {
@@ -65,7 +78,8 @@ const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
           held: items.map(() => true),
           coolingFor: new Map<string, number>(),
           failures: new Map(),
-          logWaiting: memory.logWaiting
+          logWaiting: memory.logWaiting,
+          rowsChanged: memory.rowsChanged
         }
       }),
     release: (items: ReadonlyArray<Claimed>) =>
@@ -80,7 +94,18 @@ const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
       }),
     reachable: Effect.succeed(true)
   } as unknown as DeliveryQueue["Service"]
-  const memory = { queue, due, claims, settled, released, asked: () => asked, logWaiting: false }
+  const memory = {
+    queue,
+    due,
+    dueRows,
+    claims,
+    rowClaims,
+    settled,
+    released,
+    asked: () => asked,
+    logWaiting: false,
+    rowsChanged: false as boolean | undefined
+  }
   return memory
 }
 
@@ -157,6 +182,45 @@ describe("the delivery worker on TestClock", () => {
         [true, false, true, true],
         "after a settle that saw rows waiting, the log again"
       )
+    }).pipe(Effect.scoped))
+
+  it.effect("after a settle of the log's successes alone the per-row statement's last answer stands until its instant; any other settle runs it", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue(Option.some(new Date(60_000)))
+      memory.due.push(delivery(1))
+      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
+      yield* TestClock.adjust("100 millis")
+      assert.strictEqual(memory.settled.length, 1)
+      assert.deepStrictEqual(
+        memory.rowClaims,
+        [true, false],
+        "the first claim runs it (the log gives d1, it answers 60 s); the one after d1's settle does not"
+      )
+      // The poll interval's recheck runs it and it takes d2: after d2's
+      // settle no answer stands, so the claim then runs it again.
+      memory.dueRows.push(delivery(2))
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(memory.settled.length, 2)
+      assert.deepStrictEqual(memory.rowClaims, [true, false, true, true])
+      // A settle that is not the log's successes alone: the claim after it runs it.
+      memory.rowsChanged = undefined
+      memory.due.push(delivery(3))
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(memory.settled.length, 3)
+      assert.deepStrictEqual(memory.rowClaims, [true, false, true, true, true, true])
+    }).pipe(Effect.scoped))
+
+  it.effect("an answer whose instant has come does not stand: the claim after the settle runs the per-row statement", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue(Option.some(new Date(50)))
+      memory.due.push(delivery(1))
+      yield* start(
+        memory,
+        () => Effect.as(Effect.sleep("100 millis"), { outcome: Outcome.delivered(), attempt: { durationMs: 100 } })
+      )
+      yield* TestClock.adjust("150 millis")
+      assert.strictEqual(memory.settled.length, 1)
+      assert.deepStrictEqual(memory.rowClaims.slice(0, 2), [true, true])
     }).pipe(Effect.scoped))
 
   it.effect("what a claim hands out is sent and its outcome settled: delivered, or a retry with its attempt", () =>
