@@ -43,7 +43,8 @@ export const claimOrNextDue = Effect.fnUntraced(function*(
   const limit = options.limit - logged.length
   const pacing = ctx.rowClaims
   const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
-  const due = limit > 0 && options.rows !== false && (pacing === undefined || rowClaimDue(pacing, now, logged.length))
+  const fed = logged.length + (options.fedByLog ?? 0)
+  const due = limit > 0 && options.rows !== false && (pacing === undefined || rowClaimDue(pacing, now, fed))
   const answer = due
     ? yield* claimStatement(sql, kind, { ...options, limit }, newId(), ctx.leases.owner()).pipe(Effect.orDie)
     : []

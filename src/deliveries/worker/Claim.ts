@@ -15,7 +15,8 @@
  */
 import { Clock, type Duration, Effect } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
-import type { Claimed, DeliveryKind } from "../Types.ts"
+import type { ClaimAnswer } from "../Leases.ts"
+import { type Claimed, type ClaimOptions, type DeliveryKind, LOGGED_KINDS } from "../Types.ts"
 import { claimLeft, takeLogWanted, takeRowsWanted } from "./ClaimSides.ts"
 import { FAILING_TARGET_SENDS, type Limits } from "./Limits.ts"
 import type { Settler } from "./Settle.ts"
@@ -32,9 +33,12 @@ export const makeClaim = (
   state: WorkerState,
   settler: Settler,
   limits: Limits,
-  options: ClaimLoopOptions
+  options: ClaimLoopOptions,
+  /** Starts what may start now (`Start.ts`). */
+  startWaiting: Effect.Effect<void>
 ) => {
   const { admission } = state
+  const logged = LOGGED_KINDS.includes(options.kind)
 
   const shouldClaim = () => {
     const waiting = admission.waiting
@@ -43,44 +47,75 @@ export const makeClaim = (
       (state.woken || (state.moreMayBeDue && waiting < limits.lowWater))
   }
 
-  /** One claim; answers how many deliveries it took. */
-  const claim = Effect.gen(function*() {
+  const room = () => {
     const waiting = admission.waiting
-    const limit = Math.max(
+    return Math.max(
       0,
       limits.prefetching ? limits.holdLimit - waiting : options.concurrency - admission.inFlight - waiting
     )
+  }
+
+  /** One statement of the claim on up to `limit`; answers what it took, added to the admission model. */
+  const claimOne = (limit: number, claimedAt: number, sides: Pick<ClaimOptions, "log" | "rows" | "fedByLog">) =>
+    Effect.gen(function*() {
+      const skipTargets = admission.saturatedTargets()
+      const answer = yield* queue.claimOrNextDue(options.kind, {
+        limit,
+        leaseFor: options.leaseFor,
+        perTarget: limits.prefetch,
+        perFailingTarget: FAILING_TARGET_SENDS,
+        // Targets whose group is at its bound here: what this process could
+        // not start is left to the others (or to a later claim).
+        skipTargets,
+        ...sides
+      })
+      admission.add(answer.claimed.map((delivery: Claimed) => ({
+        item: delivery,
+        target: delivery.targetId,
+        group: delivery.targetGroup,
+        claimedAt,
+        failing: delivery.targetFailures > 0
+      })))
+      // A full claim, or one that skipped targets, may have left more behind.
+      const full = answer.claimed.length >= limit && limit > 0
+      return { answer, left: full || skipTargets.length > 0 }
+    })
+
+  /**
+   * One claim; answers how many deliveries it took. The log's take and the
+   * per-row statement run one after the other, and what the log handed
+   * out starts before the per-row statement runs.
+   */
+  const claim = Effect.gen(function*() {
     const claimedAt = yield* Clock.currentTimeMillis
     state.moreMayBeDue = false
-    const log = takeLogWanted(state)
+    const log = logged && takeLogWanted(state)
     const rows = takeRowsWanted(state, claimedAt)
-    const skipTargets = admission.saturatedTargets()
-    const answer = yield* queue.claimOrNextDue(options.kind, {
-      limit,
-      leaseFor: options.leaseFor,
-      perTarget: limits.prefetch,
-      perFailingTarget: FAILING_TARGET_SENDS,
-      // Targets whose group is at its bound here: what this process could
-      // not start is left to the others (or to a later claim).
-      skipTargets,
-      log,
-      rows
-    })
-    const { claimed } = answer
-    // The per-row statement not run: its last answer is this claim's.
-    state.nextDue = claimed.length === 0 && !answer.rows.ran ? state.rowsNextDue : answer.nextDue
-    admission.add(claimed.map((delivery: Claimed) => ({
-      item: delivery,
-      target: delivery.targetId,
-      group: delivery.targetGroup,
-      claimedAt,
-      failing: delivery.targetFailures > 0
-    })))
-    // A full claim may have left more behind.
-    const full = claimed.length >= limit && limit > 0
-    if (full) state.moreMayBeDue = true
-    claimLeft(state, full, skipTargets.length > 0, answer.rows)
-    return claimed.length
+    let taken = 0
+    let left = false
+    let rowsAnswer: ClaimAnswer["rows"] = { ran: false, nextDue: undefined }
+    if (log || rows) {
+      const first = yield* claimOne(room(), claimedAt, { log, rows: !log })
+      taken += first.answer.claimed.length
+      left = first.left
+      rowsAnswer = first.answer.rows
+      if (log && rows) {
+        yield* startWaiting
+        const limit = room()
+        if (limit > 0) {
+          const second = yield* claimOne(limit, claimedAt, { log: false, rows: true, fedByLog: taken })
+          taken += second.answer.claimed.length
+          left = left || second.left
+          rowsAnswer = second.answer.rows
+        }
+      }
+    }
+    // Nothing taken: when the next delivery is due, as the per-row
+    // statement answered now or (not run) last.
+    state.nextDue = taken > 0 ? undefined : rowsAnswer.ran ? rowsAnswer.nextDue : state.rowsNextDue
+    if (left) state.moreMayBeDue = true
+    claimLeft(state, left, rowsAnswer)
+    return taken
   })
 
   return { shouldClaim, claim }

@@ -66,16 +66,15 @@ export const takeRowsWanted = (state: WorkerState, now: number): boolean => {
 
 /**
  * After a claim: a full one, or one that skipped targets, left rows
- * behind; the per-row statement's answer when it ran (`rowsNextDue`:
+ * behind (`left`); the per-row statement's answer when it ran (`rows.nextDue`:
  * when it took nothing, the next due instant; undefined when it took
  * something) stands for the claims after it.
  */
 export const claimLeft = (
   state: WorkerState,
-  full: boolean,
-  skipped: boolean,
+  left: boolean,
   rows: { readonly ran: boolean; readonly nextDue: Option.Option<Date> | undefined }
 ) => {
   if (rows.ran) state.rowsNextDue = rows.nextDue
-  if (full || skipped) mayBeAnywhere(state)
+  if (left) mayBeAnywhere(state)
 }

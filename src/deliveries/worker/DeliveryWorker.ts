@@ -100,7 +100,7 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       mayLinger: () => admission.inFlight > 0 && !admission.waitsForRecording(),
       changed: (logWaiting, rowsChanged) => somethingChanged(state, logWaiting, rowsChanged)
     })
-    const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options)
+    const { claim, shouldClaim } = makeClaim(queue, state, settler, limits, options, startWaiting)
     const pump = makePump(state, settler, { ...options, fork, clock, wantsClaim: shouldClaim })
     // Releases what was set aside; what the database did not take is tried
     // again next time (or its lease runs out).

@@ -43,15 +43,15 @@ const delivery = (n: number, targetId = "t1"): Claimed => ({
  * log, `dueRows` by the next that runs the per-row statement; a per-row
  * statement that finds nothing answers `nextDue` with `next` (the statement
  * of the database's claim does); what the worker settles and releases is kept,
- * and how often it asks `nextDue` on its own. `claims` holds whether each
- * claim asked the log, `rowClaims` whether it ran the per-row statement; a
- * settle answers `logWaiting` and `rowsChanged` as they are set.
+ * and how often it asks `nextDue` on its own. `statements` holds the
+ * claim's statements in the order they ran: the log's take (`log`) and
+ * the per-row statement (`rows`); a settle answers `logWaiting` and
+ * `rowsChanged` as they are set.
  */
 const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
   const due: Array<Claimed> = []
   const dueRows: Array<Claimed> = []
-  const claims: Array<boolean> = []
-  const rowClaims: Array<boolean> = []
+  const statements: Array<"log" | "rows"> = []
   const settled: Array<SettleItem> = []
   const released: Array<Claimed> = []
   let asked = 0
@@ -60,8 +60,8 @@ const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
       Effect.sync(() => {
         const log = options.log !== false
         const ran = options.rows !== false
-        claims.push(log)
-        rowClaims.push(ran)
+        if (log) statements.push("log")
+        if (ran) statements.push("rows")
         const logged = log ? due.splice(0) : []
         const rows = ran ? dueRows.splice(0) : []
         const rowsNext = ran && rows.length === 0 ? next : undefined
@@ -98,8 +98,9 @@ const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
     queue,
     due,
     dueRows,
-    claims,
-    rowClaims,
+    statements,
+    /** Claims made: each asks the log first, unless a settle said it need not. */
+    claims: () => statements.filter((s) => s === "log").length,
     settled,
     released,
     asked: () => asked,
@@ -122,7 +123,7 @@ const start = (
   handle: (delivery: Claimed) => Effect.Effect<{ outcome: Outcome; attempt: { durationMs: number } }>
 ) =>
   runWorker({
-    kind: "email",
+    kind: "webhook",
     concurrency: 4,
     perTarget: 2,
     leaseFor: "30 seconds",
@@ -136,11 +137,11 @@ describe("the delivery worker on TestClock", () => {
       const memory = memoryQueue()
       yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
       yield* TestClock.adjust(Duration.zero)
-      assert.strictEqual(memory.claims.length, 1)
+      assert.strictEqual(memory.claims(), 1)
       yield* TestClock.adjust("4900 millis")
-      assert.strictEqual(memory.claims.length, 1, "no claim before the poll interval")
+      assert.strictEqual(memory.claims(), 1, "no claim before the poll interval")
       yield* TestClock.adjust("200 millis")
-      assert.strictEqual(memory.claims.length, 2)
+      assert.strictEqual(memory.claims(), 2)
     }).pipe(Effect.scoped))
 
   it.effect("an empty claim's own answer is the wait: the next claim when it says the next delivery is due, nothing asked in between", () =>
@@ -148,11 +149,11 @@ describe("the delivery worker on TestClock", () => {
       const memory = memoryQueue(Option.some(new Date(2_000)))
       yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
       yield* TestClock.adjust(Duration.zero)
-      assert.strictEqual(memory.claims.length, 1)
+      assert.strictEqual(memory.claims(), 1)
       yield* TestClock.adjust("1900 millis")
-      assert.strictEqual(memory.claims.length, 1, "no claim before the instant answered")
+      assert.strictEqual(memory.claims(), 1, "no claim before the instant answered")
       yield* TestClock.adjust("200 millis")
-      assert.strictEqual(memory.claims.length, 2)
+      assert.strictEqual(memory.claims(), 2)
       // After a send and its settle, the claim that follows answers too.
       memory.due.push(delivery(1))
       yield* TestClock.adjust("5 seconds")
@@ -168,9 +169,9 @@ describe("the delivery worker on TestClock", () => {
       yield* TestClock.adjust("100 millis")
       assert.strictEqual(memory.settled.length, 1)
       assert.deepStrictEqual(
-        memory.claims,
-        [true, false],
-        "the first claim asks the log; the one after the settle does not"
+        memory.statements,
+        ["log", "rows"],
+        "the first claim asks the log, then the per-row statement; the one after the settle asks neither"
       )
       memory.due.push(delivery(2))
       memory.logWaiting = true
@@ -178,8 +179,8 @@ describe("the delivery worker on TestClock", () => {
       yield* TestClock.adjust("5 seconds")
       assert.strictEqual(memory.settled.length, 2)
       assert.deepStrictEqual(
-        memory.claims,
-        [true, false, true, true],
+        memory.statements,
+        ["log", "rows", "log", "rows", "log"],
         "after a settle that saw rows waiting, the log again"
       )
     }).pipe(Effect.scoped))
@@ -192,8 +193,8 @@ describe("the delivery worker on TestClock", () => {
       yield* TestClock.adjust("100 millis")
       assert.strictEqual(memory.settled.length, 1)
       assert.deepStrictEqual(
-        memory.rowClaims,
-        [true, false],
+        memory.statements,
+        ["log", "rows"],
         "the first claim runs it (the log gives d1, it answers 60 s); the one after d1's settle does not"
       )
       // The poll interval's recheck runs it and it takes d2: after d2's
@@ -201,13 +202,13 @@ describe("the delivery worker on TestClock", () => {
       memory.dueRows.push(delivery(2))
       yield* TestClock.adjust("5 seconds")
       assert.strictEqual(memory.settled.length, 2)
-      assert.deepStrictEqual(memory.rowClaims, [true, false, true, true])
+      assert.deepStrictEqual(memory.statements.slice(2), ["log", "rows", "rows"])
       // A settle that is not the log's successes alone: the claim after it runs it.
       memory.rowsChanged = undefined
       memory.due.push(delivery(3))
       yield* TestClock.adjust("5 seconds")
       assert.strictEqual(memory.settled.length, 3)
-      assert.deepStrictEqual(memory.rowClaims, [true, false, true, true, true, true])
+      assert.deepStrictEqual(memory.statements.slice(5), ["log", "rows", "rows"])
     }).pipe(Effect.scoped))
 
   it.effect("an answer whose instant has come does not stand: the claim after the settle runs the per-row statement", () =>
@@ -220,7 +221,21 @@ describe("the delivery worker on TestClock", () => {
       )
       yield* TestClock.adjust("150 millis")
       assert.strictEqual(memory.settled.length, 1)
-      assert.deepStrictEqual(memory.rowClaims.slice(0, 2), [true, true])
+      assert.deepStrictEqual(memory.statements, ["log", "rows", "rows"])
+    }).pipe(Effect.scoped))
+
+  it.effect("what the log hands out starts before the per-row statement runs", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue()
+      memory.due.push(delivery(1))
+      const started: Array<number> = []
+      yield* start(memory, () =>
+        Effect.sync(() => {
+          started.push(memory.statements.length)
+          return { outcome: Outcome.delivered(), attempt: { durationMs: 1 } }
+        }))
+      yield* TestClock.adjust("100 millis")
+      assert.deepStrictEqual(started, [1], "d1 started after the log's take alone")
     }).pipe(Effect.scoped))
 
   it.effect("what a claim hands out is sent and its outcome settled: delivered, or a retry with its attempt", () =>
