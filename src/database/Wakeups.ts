@@ -46,7 +46,12 @@ export const Topics = {
   /** Approval deadlines changed: the scheduler re-reads its next one. */
   approvals: "approvals",
   /** New or released deliveries of one kind (`webhook`, `telemetry`). */
-  deliveries: (kind: string): Topic => `deliveries:${kind}`
+  deliveries: (kind: string): Topic => `deliveries:${kind}`,
+  /**
+   * New rows of one kind's log alone (`deliveries/log/`), no row on its
+   * own among them: a worker asks the log, not the per-row statement.
+   */
+  deliveryLog: (kind: string): Topic => `deliveries:${kind}:log`
 } as const
 
 /** First and longest pause before listening again after the connection dropped. */

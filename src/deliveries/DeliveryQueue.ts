@@ -65,7 +65,7 @@ export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: 
      * adds the caller's common table expressions; `input` selects
      * `(ord, org_id, kind, target_id, label, event_id, payload, meta,
      * capacity)`, rows enqueued in `ord` order under the same capacity rule;
-     * `select` is the statement's result, which may read `inserted(kind)`,
+     * `select` is the statement's result, which may read `inserted(kind, status)`,
      * its rows decoded by `row` (`table` names them when one does not decode).
      * Most callers want `enqueueAll`; this one saves a transaction's round
      * trips on the embedded database's only session.

@@ -143,7 +143,7 @@ export const enqueueFrom = <S extends Schema.Constraint & { readonly DecodingSer
   Rows.decodeRows(table, row)(sql`
     WITH ${source.with},
     input AS (${source.input}),
-    ${underCapacity(sql, "gen_random_uuid()", "kind")}
+    ${underCapacity(sql, "gen_random_uuid()", "kind, status")}
     ${source.select}
   `).pipe(Effect.orDie)
 

@@ -110,6 +110,8 @@ export const makeClaim = (
         }
       }
     }
+    // Wanted but not run (paced, or no room left): still owed.
+    if (rows && !rowsAnswer.ran) state.rowsMayHaveMore = true
     // Nothing taken: when the next delivery is due, as the per-row
     // statement answered now or (not run) last.
     state.nextDue = taken > 0 ? undefined : rowsAnswer.ran ? rowsAnswer.nextDue : state.rowsNextDue

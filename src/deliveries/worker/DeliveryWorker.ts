@@ -32,7 +32,7 @@ import { Metrics } from "../../observability/Metrics.ts"
 import { type Claimed, type DeliveryKind, DeliveryQueue } from "../DeliveryQueue.ts"
 import { Admission } from "./Admission.ts"
 import { makeClaim } from "./Claim.ts"
-import { mayBeAnywhere, woken } from "./ClaimSides.ts"
+import { mayBeAnywhere, woken, wokenForLog } from "./ClaimSides.ts"
 import { FAILING_TARGET_SENDS, type LimitOptions, limitsOf, SETTLE_MARGIN_MS } from "./Limits.ts"
 import { makeOutcomes, type SignalledTarget } from "./Outcomes.ts"
 import { makeSettler } from "./Settle.ts"
@@ -117,14 +117,19 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
       )
     })
 
-    const next = Effect.raceFirst(
+    const next = Effect.raceAll([
       wakeups.wait(Topics.deliveries(options.kind), Duration.infinity).pipe(
         Effect.andThen(Effect.sync(() => {
           woken(state)
         }))
       ),
+      wakeups.wait(Topics.deliveryLog(options.kind), Duration.infinity).pipe(
+        Effect.andThen(Effect.sync(() => {
+          wokenForLog(state)
+        }))
+      ),
       state.changed.await
-    )
+    ])
     const idle = Effect.gen(function*() {
       if (admission.inFlight > 0 || admission.waiting > 0 || settler.pending() > 0) {
         // Something is under way: its end (or new work, or a short recheck) is the next event.
@@ -149,8 +154,9 @@ export const runWorker = <R>(options: WorkerOptions<R>) =>
           return wait <= 0 ? BLOCKED_RECHECK_MS : Math.min(limits.pollMs, wait)
         }
       })
-      yield* next.pipe(Effect.timeoutOption(Duration.millis(untilDue)))
-      woken(state)
+      // A wakeup says itself what may have more; the time running out, anything.
+      const result = yield* next.pipe(Effect.timeoutOption(Duration.millis(untilDue)))
+      if (Option.isNone(result)) woken(state)
     })
 
     const step = Effect.gen(function*() {

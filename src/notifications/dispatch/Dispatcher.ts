@@ -29,7 +29,7 @@ const POLL_EVERY = Duration.seconds(1)
 
 /**
  * An event fanned out, with how many deliveries of each kind the statement
- * queued and whether events still wait past the cursor (`held`); a pass
+ * queued (the webhooks on their own, not the log's, apart) and whether events still wait past the cursor (`held`); a pass
  * that took none answers one row of nulls beside `held`.
  */
 const DispatchedRow = Schema.Struct({
@@ -38,6 +38,7 @@ const DispatchedRow = Schema.Struct({
   type: Schema.NullOr(Schema.String),
   body: Schema.NullOr(Schema.String),
   webhooks: Schema.Number,
+  webhooks_alone: Schema.Number,
   emails: Schema.Number,
   held: Schema.Boolean
 })
@@ -134,6 +135,7 @@ export class Dispatcher extends Context.Service<Dispatcher, {
               select: sql`
             SELECT ev.seq, ev.id, ev.type, ev.body,
                    (SELECT count(*) FROM inserted WHERE kind = 'webhook')::int AS webhooks,
+                   (SELECT count(*) FROM inserted WHERE kind = 'webhook' AND status <> 'logged')::int AS webhooks_alone,
                    (SELECT count(*) FROM inserted WHERE kind = 'email')::int AS emails,
                    h.held ${woken.columns}
             FROM (SELECT ${heldPastPass(sql)} AS held) h LEFT JOIN ev ON true ORDER BY ev.writer, ev.seq`
@@ -147,7 +149,11 @@ export class Dispatcher extends Context.Service<Dispatcher, {
             taken++
             bodies.remember(event.id, { type: event.type!, body: event.body! })
           }
-          yield* woken.wake({ webhook: rows[0]?.webhooks ?? 0, email: rows[0]?.emails ?? 0 })
+          const emails = rows[0]?.emails ?? 0
+          yield* woken.wake({
+            webhook: { all: rows[0]?.webhooks ?? 0, alone: rows[0]?.webhooks_alone ?? 0 },
+            email: { all: emails, alone: emails }
+          })
           return { taken, held: rows[0]?.held ?? false }
         }).pipe(Effect.withSpan("Dispatcher.dispatchOnce"))
 

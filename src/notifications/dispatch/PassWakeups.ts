@@ -4,7 +4,10 @@
  * the other processes' workers of that kind, which commits with the
  * deliveries (and is dropped with them if the pass rolls back); this
  * process's workers are woken after the statement (`wake`). On the
- * embedded database, where no other process listens, only `wake`.
+ * embedded database, where no other process listens, only `wake`. A pass
+ * whose rows of a kind are all the log's wakes its workers for the log
+ * alone (`Topics.deliveryLog`): their claim does not run the per-row
+ * statement for it (`deliveries/worker/ClaimSides.ts`).
  *
  * Speeds up: the wakeup was a statement and a transaction of its own after
  * each pass that queued webhooks. Server, 200 pending steps/s for four
@@ -20,15 +23,22 @@ import { Topics, type Wakeups } from "../../database/Wakeups.ts"
 
 const KINDS = ["webhook", "email"] as const
 
-/** What a pass queued, by kind. */
-export type Queued = Readonly<Record<(typeof KINDS)[number], number>>
+/** What a pass queued, by kind: rows in all, and rows on their own (not the log's). */
+export type Queued = Readonly<Record<(typeof KINDS)[number], { readonly all: number; readonly alone: number }>>
 
 export const passWakeups = (sql: PgClient.PgClient, wakeups: Wakeups["Service"]) => {
-  const wakes = KINDS.map((kind) => ({ kind, ...wakeups.inStatement(Topics.deliveries(kind)) }))
-  const notifying = wakes.flatMap(({ kind, notify }) =>
-    notify === undefined ? [] : [
-      sql`(SELECT count(pg_notify(${notify.channel}, ${notify.payload}))
-           FROM (SELECT 1 FROM inserted WHERE kind = ${kind} LIMIT 1) queued)::int AS ${sql(`woke_${kind}`)}`
+  // A kind's workers ask the log alone when every row queued is the log's
+  // (`Topics.deliveryLog`), both statements otherwise.
+  const wakes = KINDS.map((kind) => ({
+    kind,
+    all: wakeups.inStatement(Topics.deliveries(kind)),
+    log: wakeups.inStatement(Topics.deliveryLog(kind))
+  }))
+  const notifying = wakes.flatMap(({ all, kind, log }) =>
+    all.notify === undefined || log.notify === undefined ? [] : [
+      sql`(SELECT count(pg_notify(${all.notify.channel}, CASE WHEN q.alone THEN ${all.notify.payload} ELSE ${log.notify.payload} END))
+           FROM (SELECT bool_or(status <> 'logged') AS alone FROM inserted WHERE kind = ${kind} HAVING count(*) > 0) q)::int
+           AS ${sql(`woke_${kind}`)}`
     ]
   )
   return {
@@ -36,6 +46,9 @@ export const passWakeups = (sql: PgClient.PgClient, wakeups: Wakeups["Service"])
     columns: notifying.length === 0 ? sql`` : sql`, ${sql.join(", ", false)(notifying)}`,
     /** Wakes this process's workers of the kinds queued; run after the statement. */
     wake: (queued: Queued) =>
-      Effect.forEach(wakes, (w) => queued[w.kind] > 0 ? w.local : Effect.void, { discard: true })
+      Effect.forEach(wakes, (w) => {
+        const { all, alone } = queued[w.kind]
+        return all === 0 ? Effect.void : alone > 0 ? w.all.local : w.log.local
+      }, { discard: true })
   }
 }

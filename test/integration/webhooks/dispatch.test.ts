@@ -199,7 +199,8 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
         const listener = yield* connection
         listener.on("notification", (n) => heard.push(n.payload ?? ""))
         yield* Effect.promise(() => listener.query(`LISTEN ${WAKEUP_CHANNEL}`))
-        const wokeSenders = () => heard.some((payload) => payload.split(" ").includes("deliveries:webhook"))
+        // Its one endpoint is concurrent: every row the pass queues is the log's.
+        const wokeSenders = () => heard.some((payload) => payload.split(" ").includes("deliveries:webhook:log"))
         const event = eventBody(org.orgId, "approval.requested")
         const take = Effect.gen(function*() {
           while ((yield* dispatcher.dispatchOnce(16)).taken === 0) yield* Effect.sleep("20 millis")
@@ -225,6 +226,34 @@ describe.runIf(process.env.TEST_DATABASE_URL)("the dispatch cursor", () => {
         assert.isTrue(wokeSenders(), `the committed pass woke the other processes: ${JSON.stringify(heard)}`)
         yield* Effect.sleep("300 millis")
         assert.strictEqual(receiver.requests().length, 1, "the event was fanned out once")
+      }))
+
+    it.effect("a pass whose webhooks are all the log's wakes senders for the log alone; one with a strict endpoint's, for both", () =>
+      Effect.gen(function*() {
+        const dispatcher = yield* ownDispatcher
+        const receiver = yield* HttpsReceiver.make()
+        const heard: Array<string> = []
+        const listener = yield* connection
+        listener.on("notification", (n) => heard.push(n.payload ?? ""))
+        yield* Effect.promise(() => listener.query(`LISTEN ${WAKEUP_CHANNEL}`))
+        const topicsOf = (payloads: ReadonlyArray<string>) =>
+          payloads.flatMap((payload) => payload.split(" ")).filter((t) => t.startsWith("deliveries:webhook"))
+        const pass = (orgId: string) =>
+          Effect.gen(function*() {
+            const before = heard.length
+            yield* insertOne(eventBody(orgId, "approval.requested"))
+            while ((yield* dispatcher.dispatchOnce(16)).taken === 0) yield* Effect.sleep("20 millis")
+            yield* Effect.sleep("200 millis")
+            return topicsOf(heard.slice(before))
+          })
+        const concurrent = yield* SvcTest.org()
+        yield* concurrent.client.notifications.create({ payload: { url: receiver.url("/c") } })
+        assert.deepStrictEqual(yield* pass(concurrent.orgId), ["deliveries:webhook:log"])
+        const mixed = yield* SvcTest.org()
+        yield* mixed.client.notifications.create({ payload: { url: receiver.url("/m") } })
+        yield* mixed.client.notifications.create({ payload: { url: receiver.url("/s"), ordering: "strict" } })
+        assert.deepStrictEqual(yield* pass(mixed.orgId), ["deliveries:webhook"])
+        yield* receiver.waitForRequests(3, "10 seconds")
       }))
   })
 })

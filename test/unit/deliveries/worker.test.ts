@@ -4,9 +4,9 @@
  * database and without waiting for real time to pass.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Layer, Option, Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Latch, Layer, Option, Scope } from "effect"
 import { TestClock } from "effect/testing"
-import { Wakeups } from "../../../src/database/Wakeups.ts"
+import { Topics, Wakeups } from "../../../src/database/Wakeups.ts"
 import {
   type Claimed,
   type ClaimOptions,
@@ -118,9 +118,27 @@ const silent = Wakeups.of({
   subscribe: () => Effect.void
 })
 
+/** Wake-ups this process signals to itself alone, on the test's clock. */
+const local = () => {
+  const latches = new Map<string, Latch.Latch>()
+  const latch = (topic: string) => {
+    let found = latches.get(topic)
+    if (found === undefined) latches.set(topic, found = Latch.makeUnsafe(false))
+    return found
+  }
+  return Wakeups.of({
+    signal: (...topics) => Effect.forEach(topics, (topic) => latch(topic).open, { discard: true }),
+    inStatement: () => ({ notify: undefined, local: Effect.void }),
+    wait: (topic, atMost) =>
+      latch(topic).await.pipe(Effect.timeoutOption(atMost), Effect.andThen(latch(topic).close), Effect.asVoid),
+    subscribe: () => Effect.void
+  })
+}
+
 const start = (
   memory: ReturnType<typeof memoryQueue>,
-  handle: (delivery: Claimed) => Effect.Effect<{ outcome: Outcome; attempt: { durationMs: number } }>
+  handle: (delivery: Claimed) => Effect.Effect<{ outcome: Outcome; attempt: { durationMs: number } }>,
+  wakeups: Wakeups["Service"] = silent
 ) =>
   runWorker({
     kind: "webhook",
@@ -129,7 +147,7 @@ const start = (
     leaseFor: "30 seconds",
     pollEvery: "5 seconds",
     handle
-  }).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(DeliveryQueue, memory.queue), Layer.succeed(Wakeups, silent))))
+  }).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(DeliveryQueue, memory.queue), Layer.succeed(Wakeups, wakeups))))
 
 describe("the delivery worker on TestClock", () => {
   it.effect("with nothing due it claims again after the poll interval, not before", () =>
@@ -222,6 +240,25 @@ describe("the delivery worker on TestClock", () => {
       yield* TestClock.adjust("150 millis")
       assert.strictEqual(memory.settled.length, 1)
       assert.deepStrictEqual(memory.statements, ["log", "rows", "rows"])
+    }).pipe(Effect.scoped))
+
+  it.effect("a wakeup for rows of the log alone asks the log; a wakeup for any other asks both", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue(Option.some(new Date(60_000)))
+      const wakeups = local()
+      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }), wakeups)
+      yield* TestClock.adjust("10 millis")
+      assert.deepStrictEqual(memory.statements, ["log", "rows"], "the first claim asks both")
+      memory.due.push(delivery(1))
+      yield* wakeups.signal(Topics.deliveryLog("webhook"))
+      yield* TestClock.adjust("10 millis")
+      assert.strictEqual(memory.settled.length, 1)
+      assert.deepStrictEqual(memory.statements.slice(2), ["log"], "the log alone, and nothing after its settle")
+      memory.dueRows.push(delivery(2))
+      yield* wakeups.signal(Topics.deliveries("webhook"))
+      yield* TestClock.adjust("10 millis")
+      assert.strictEqual(memory.settled.length, 2)
+      assert.deepStrictEqual(memory.statements.slice(3, 5), ["log", "rows"])
     }).pipe(Effect.scoped))
 
   it.effect("what the log hands out starts before the per-row statement runs", () =>
