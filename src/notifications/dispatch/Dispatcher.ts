@@ -29,8 +29,9 @@ const POLL_EVERY = Duration.seconds(1)
 
 /**
  * An event fanned out, with how many deliveries of each kind the statement
- * queued (the webhooks on their own, not the log's, apart) and whether events still wait past the cursor (`held`); a pass
- * that took none answers one row of nulls beside `held`.
+ * queued (and of the webhooks, how many on their own, not the log's) and
+ * whether events still wait past the cursor (`held`); a pass that took
+ * none answers one row of nulls beside `held`.
  */
 const DispatchedRow = Schema.Struct({
   seq: Schema.NullOr(BigIntText),
