@@ -110,6 +110,22 @@ const memoryQueue = (next: Option.Option<Date> = Option.none()) => {
   return memory
 }
 
+/** A send that delivers at once. */
+const deliveredAtOnce = () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } })
+
+/**
+ * A worker over `memory` started with d1 waiting in the log, sending at
+ * once, run until d1 is settled: the two claims' statements are then
+ * what the rule under test says of a settle of the log's successes.
+ */
+const firstSettled = (memory: ReturnType<typeof memoryQueue>) =>
+  Effect.gen(function*() {
+    memory.due.push(delivery(1))
+    yield* start(memory, deliveredAtOnce)
+    yield* TestClock.adjust("100 millis")
+    assert.strictEqual(memory.settled.length, 1)
+  })
+
 /** Wake-ups that never come: the worker runs on its own timers alone. */
 const silent = Wakeups.of({
   signal: () => Effect.void,
@@ -153,7 +169,7 @@ describe("the delivery worker on TestClock", () => {
   it.effect("with nothing due it claims again after the poll interval, not before", () =>
     Effect.gen(function*() {
       const memory = memoryQueue()
-      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
+      yield* start(memory, deliveredAtOnce)
       yield* TestClock.adjust(Duration.zero)
       assert.strictEqual(memory.claims(), 1)
       yield* TestClock.adjust("4900 millis")
@@ -165,7 +181,7 @@ describe("the delivery worker on TestClock", () => {
   it.effect("an empty claim's own answer is the wait: the next claim when it says the next delivery is due, nothing asked in between", () =>
     Effect.gen(function*() {
       const memory = memoryQueue(Option.some(new Date(2_000)))
-      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
+      yield* start(memory, deliveredAtOnce)
       yield* TestClock.adjust(Duration.zero)
       assert.strictEqual(memory.claims(), 1)
       yield* TestClock.adjust("1900 millis")
@@ -182,10 +198,7 @@ describe("the delivery worker on TestClock", () => {
   it.effect("after a settle the log is asked again only when the settle saw rows of it waiting; a wakeup or recheck always asks it", () =>
     Effect.gen(function*() {
       const memory = memoryQueue()
-      memory.due.push(delivery(1))
-      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
-      yield* TestClock.adjust("100 millis")
-      assert.strictEqual(memory.settled.length, 1)
+      yield* firstSettled(memory)
       assert.deepStrictEqual(
         memory.statements,
         ["log", "rows"],
@@ -206,10 +219,7 @@ describe("the delivery worker on TestClock", () => {
   it.effect("after a settle of the log's successes alone the per-row statement's last answer stands until its instant; any other settle runs it", () =>
     Effect.gen(function*() {
       const memory = memoryQueue(Option.some(new Date(60_000)))
-      memory.due.push(delivery(1))
-      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }))
-      yield* TestClock.adjust("100 millis")
-      assert.strictEqual(memory.settled.length, 1)
+      yield* firstSettled(memory)
       assert.deepStrictEqual(
         memory.statements,
         ["log", "rows"],
@@ -246,7 +256,7 @@ describe("the delivery worker on TestClock", () => {
     Effect.gen(function*() {
       const memory = memoryQueue(Option.some(new Date(60_000)))
       const wakeups = local()
-      yield* start(memory, () => Effect.succeed({ outcome: Outcome.delivered(), attempt: { durationMs: 1 } }), wakeups)
+      yield* start(memory, deliveredAtOnce, wakeups)
       yield* TestClock.adjust("10 millis")
       assert.deepStrictEqual(memory.statements, ["log", "rows"], "the first claim asks both")
       memory.due.push(delivery(1))
