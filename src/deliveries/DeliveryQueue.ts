@@ -23,7 +23,6 @@ import * as Listing from "./records/Listing.ts"
 import * as Retention from "./records/Retention.ts"
 import * as Search from "./records/Search.ts"
 import * as Rows from "./Rows.ts"
-import { makeRowClaimPacing } from "./rows/ClaimPacing.ts"
 import * as Replay from "./rows/Replay.ts"
 import { nextDueStatement } from "./rows/Statements.ts"
 import * as Targets from "./Targets.ts"
@@ -47,7 +46,7 @@ const bind =
 export const make = (sql: PgClient.PgClient, wakeups: Wakeups["Service"], info: DatabaseInfo["Service"]) => {
   const op = bind(sql)
   const withInfo = bind({ sql, info })
-  const log: Leases.LogContext = { sql, leases: makeLogLeases(), rowClaims: makeRowClaimPacing() }
+  const log: Leases.LogContext = { sql, leases: makeLogLeases() }
   const withLog = bind(log)
   const settleMany = withLog("settleMany", Leases.settleMany)
   return {

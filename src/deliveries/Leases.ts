@@ -4,13 +4,12 @@
  * back what was claimed but not sent.
  */
 import type { PgClient } from "@effect/sql-pg"
-import { Clock, Duration, Effect, type Option } from "effect"
+import { Duration, Effect, type Option } from "effect"
 import { newId } from "../platform/Ids.ts"
 import type { LogLeases } from "./log/HeldLeases.ts"
 import * as Log from "./log/Log.ts"
 import { logSuccesses, settledOf, settleLogSuccesses } from "./log/SettleSuccesses.ts"
 import * as Rows from "./Rows.ts"
-import { rowClaimDue, type RowClaimPacing, rowClaimRan } from "./rows/ClaimPacing.ts"
 import { readAnswer } from "./rows/EmptyClaimAnswer.ts"
 import { settleRowsJson } from "./rows/SettleInput.ts"
 import { claimStatement, settleStatement } from "./rows/Statements.ts"
@@ -41,16 +40,12 @@ export const claimOrNextDue = Effect.fnUntraced(function*(
     ? yield* Log.take(sql, ctx.leases, kind, options)
     : []
   const limit = options.limit - logged.length
-  const pacing = ctx.rowClaims
-  const now = pacing === undefined ? 0 : yield* Clock.currentTimeMillis
-  const fed = logged.length + (options.fedByLog ?? 0)
-  const due = limit > 0 && options.rows !== false && (pacing === undefined || rowClaimDue(pacing, now, fed))
+  const due = limit > 0 && options.rows !== false
   const answer = due
     ? yield* claimStatement(sql, kind, { ...options, limit }, newId(), ctx.leases.owner()).pipe(Effect.orDie)
     : []
   const { nextDue, rows: found } = yield* readAnswer(answer)
   const rows = yield* Rows.claimed(Effect.succeed(found))
-  if (due && pacing !== undefined) rowClaimRan(pacing, now, rows.length)
   const claimed = rows
     .map((row): Claimed => ({
       ...toDelivery(row),
@@ -91,8 +86,6 @@ export interface ClaimAnswer {
 export interface LogContext {
   readonly sql: PgClient.PgClient
   readonly leases: LogLeases
-  /** When a claim fed by the log runs the per-row statement too (`src/deliveries/rows/ClaimPacing.ts`); every time without. */
-  readonly rowClaims?: RowClaimPacing | undefined
 }
 
 // One statement per batch (`settleStatement`, or `settleLogSuccesses` for

@@ -220,12 +220,6 @@ export interface ClaimOptions {
    * answer, which still stands). Default true.
    */
   readonly rows?: boolean | undefined
-  /**
-   * Deliveries the log handed out to the caller's claim just before, in a
-   * statement of its own: the per-row statement is paced as it is after
-   * a take in the same call (`rows/ClaimPacing.ts`).
-   */
-  readonly fedByLog?: number | undefined
 }
 
 export interface ReplayInput {

@@ -2,8 +2,7 @@
  * Folder `rows/`: deliveries leased one row at a time (telemetry batches,
  * emails, strict endpoints, and a webhook delivery once an attempt of it
  * failed, was released or replayed): `Statements.ts` (claim, next due,
- * settle), `ClaimPacing.ts` (how often a claim the log fed also runs the
- * per-row claim), `EmptyClaimAnswer.ts` (what a claim that takes nothing
+ * settle), `EmptyClaimAnswer.ts` (what a claim that takes nothing
  * answers instead), `SettleInput.ts` (the settle's input as JSON text),
  * `Replay.ts` and `BulkReplay.ts`. It moves no log cursor or lease except
  * through the settle's log part, and knows nothing of the worker or of HTTP.

@@ -17,7 +17,7 @@ import { Clock, type Duration, Effect } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
 import type { ClaimAnswer } from "../Leases.ts"
 import { type Claimed, type ClaimOptions, type DeliveryKind, LOGGED_KINDS } from "../Types.ts"
-import { claimLeft, takeLogWanted, takeRowsWanted } from "./ClaimSides.ts"
+import { claimLeft, rowsPacedIn, rowsRan, takeLogWanted, takeRowsWanted } from "./ClaimSides.ts"
 import { FAILING_TARGET_SENDS, type Limits } from "./Limits.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
@@ -56,7 +56,7 @@ export const makeClaim = (
   }
 
   /** One statement of the claim on up to `limit`; answers what it took, added to the admission model. */
-  const claimOne = (limit: number, claimedAt: number, sides: Pick<ClaimOptions, "log" | "rows" | "fedByLog">) =>
+  const claimOne = (limit: number, claimedAt: number, sides: Pick<ClaimOptions, "log" | "rows">) =>
     Effect.gen(function*() {
       const skipTargets = admission.saturatedTargets()
       const answer = yield* queue.claimOrNextDue(options.kind, {
@@ -84,7 +84,8 @@ export const makeClaim = (
   /**
    * One claim; answers how many deliveries it took. The log's take and the
    * per-row statement run one after the other, and what the log handed
-   * out starts before the per-row statement runs.
+   * out starts before the per-row statement runs (paced when the take
+   * handed something out, `ClaimSides.ts`).
    */
   const claim = Effect.gen(function*() {
     const claimedAt = yield* Clock.currentTimeMillis
@@ -102,12 +103,15 @@ export const makeClaim = (
       if (log && rows) {
         yield* startWaiting
         const limit = room()
-        if (limit > 0) {
-          const second = yield* claimOne(limit, claimedAt, { log: false, rows: true, fedByLog: taken })
+        if (limit > 0 && rowsPacedIn(state, claimedAt, taken)) {
+          const second = yield* claimOne(limit, claimedAt, { log: false, rows: true })
           taken += second.answer.claimed.length
           left = left || second.left
           rowsAnswer = second.answer.rows
+          rowsRan(state, claimedAt, second.answer.claimed.length)
         }
+      } else if (rowsAnswer.ran) {
+        rowsRan(state, claimedAt, taken)
       }
     }
     // Wanted but not run (paced, or no room left): still owed.

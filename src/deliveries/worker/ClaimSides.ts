@@ -20,6 +20,11 @@
  * own. What another process changes without a wakeup (a release at its
  * shutdown) is found at the poll interval, as by an idle worker.
  *
+ * When the log's take fed the claim, the per-row statement wanted after it
+ * runs at once while it finds something, and otherwise at most every
+ * `ROW_CLAIM_EVERY_MS` (each worker its own pace); wanted and not run, it
+ * stays owed. A claim the log gave nothing always runs it.
+ *
  * Speeds up: under a trickle every settle was followed by a claim; the
  * log's take and the per-row statement each found nothing, a statement
  * and a transaction apiece. Server, 200 pending steps a second for 120 s,
@@ -32,7 +37,10 @@
  * per-row answer stands after the log's settles"): the per-row statement
  * 1.00 → 0.21 per step, transactions per step 5.09 → 4.28; CPU per step,
  * svc and PostgreSQL together, 14 090 → 14 141 µs (arms of the same code
- * 10 % apart).
+ * 10 % apart). Pacing the per-row statement after a take: during a burst
+ * to a concurrent endpoint every claim ran it after the log's take and
+ * found nothing, about 470 µs of the server's CPU each
+ * (`bench/notes/delivery-log.md`, "What was cut").
  */
 import { Option } from "effect"
 import type { WorkerState } from "./State.ts"
@@ -88,4 +96,16 @@ export const claimLeft = (
 ) => {
   if (rows.ran) state.rowsNextDue = rows.nextDue
   if (left) mayBeAnywhere(state)
+}
+
+/** Longest a due row on its own waits for the per-row statement while the log keeps claims fed. */
+export const ROW_CLAIM_EVERY_MS = 100
+
+/** Whether the per-row statement runs at `now` (epoch ms) after a take that handed out `fromLog` rows. */
+export const rowsPacedIn = (state: WorkerState, now: number, fromLog: number): boolean =>
+  fromLog === 0 || state.rowsEmptyAt === undefined || now - state.rowsEmptyAt >= ROW_CLAIM_EVERY_MS
+
+/** The per-row statement ran at `now` and took `found`. */
+export const rowsRan = (state: WorkerState, now: number, found: number) => {
+  state.rowsEmptyAt = found > 0 ? undefined : now
 }

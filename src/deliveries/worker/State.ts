@@ -26,6 +26,8 @@ export const makeState = (admission: Admission<Claimed>) => ({
    * has not run. It stands while `rowsMayHaveMore` is false.
    */
   rowsNextDue: undefined as Option.Option<Date> | undefined,
+  /** When the per-row statement last took nothing (epoch ms), while it has taken nothing since (`ClaimSides.ts`). */
+  rowsEmptyAt: undefined as number | undefined,
   /**
    * When the next delivery becomes claimable, as the last claim answered
    * when it took nothing (`DeliveryQueue.claimOrNextDue`); undefined when

@@ -154,11 +154,12 @@ const local = () => {
 const start = (
   memory: ReturnType<typeof memoryQueue>,
   handle: (delivery: Claimed) => Effect.Effect<{ outcome: Outcome; attempt: { durationMs: number } }>,
-  wakeups: Wakeups["Service"] = silent
+  wakeups: Wakeups["Service"] = silent,
+  concurrency = 4
 ) =>
   runWorker({
     kind: "webhook",
-    concurrency: 4,
+    concurrency,
     perTarget: 2,
     leaseFor: "30 seconds",
     pollEvery: "5 seconds",
@@ -269,6 +270,41 @@ describe("the delivery worker on TestClock", () => {
       yield* TestClock.adjust("10 millis")
       assert.strictEqual(memory.settled.length, 2)
       assert.deepStrictEqual(memory.statements.slice(3, 5), ["log", "rows"])
+    }).pipe(Effect.scoped))
+
+  it.effect("after a take that handed something out, the per-row statement runs at once while it finds something, else 100 ms after it last found nothing", () =>
+    Effect.gen(function*() {
+      const memory = memoryQueue(Option.some(new Date(60_000)))
+      const wakeups = local()
+      // Sends that outlast the test: no settle comes between the claims.
+      yield* start(
+        memory,
+        () => Effect.as(Effect.sleep("10 seconds"), { outcome: Outcome.delivered(), attempt: { durationMs: 1 } }),
+        wakeups,
+        8
+      )
+      const claimAt = (millis: number, logged: ReadonlyArray<Claimed>, rows: ReadonlyArray<Claimed> = []) =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(millis)
+          memory.due.push(...logged)
+          memory.dueRows.push(...rows)
+          const before = memory.statements.length
+          yield* wakeups.signal(Topics.deliveries("webhook"))
+          yield* TestClock.adjust(Duration.zero)
+          return memory.statements.slice(before)
+        })
+      assert.deepStrictEqual(yield* claimAt(0, []), ["log", "rows"], "it found nothing at 0")
+      assert.deepStrictEqual(yield* claimAt(10, [delivery(1)]), ["log"], "10 ms later, after a take of d1: not yet")
+      assert.deepStrictEqual(
+        yield* claimAt(100, [delivery(2, "t2")], [delivery(3, "t3")]),
+        ["log", "rows"],
+        "100 ms after it found nothing: it runs, and takes d3"
+      )
+      assert.deepStrictEqual(yield* claimAt(101, [delivery(4, "t4")]), ["log", "rows"], "it found something: at once")
+      assert.strictEqual(memory.settled.length, 0)
+      // The sends end before the worker's scope closes.
+      yield* TestClock.adjust("11 seconds")
+      assert.strictEqual(memory.settled.length, 4)
     }).pipe(Effect.scoped))
 
   it.effect("what the log hands out starts before the per-row statement runs", () =>

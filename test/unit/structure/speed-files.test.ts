@@ -1,5 +1,5 @@
 /**
- * A file is named for its job (`ClaimPacing.ts`, `SettleSuccesses.ts`),
+ * A file is named for its job (`ClaimSides.ts`, `SettleSuccesses.ts`),
  * never for a motive (`*Fast.ts`). A file that exists to make something
  * faster says so in its header, in a paragraph that starts `Speeds up:`
  * and carries the figure it was kept for.
