@@ -57,27 +57,36 @@ export const pauseAfter = (previous: Duration.Duration | undefined, taken: numbe
   previous === undefined || taken > 0 ? FIRST_PAUSE : nextPause(previous)
 
 /**
- * Under a steady stream of events the dispatcher lets a few commits gather
+ * Under a steady stream of events the dispatcher lets commits gather
  * before its next pass: when its passes took `STEADY_EVENTS` events or more
  * in the last `WINDOW` (a stream of 100 events a second or faster), it
- * waits `GATHER` after its wakeup, so that one pass (its statement, and
- * downstream the worker's claim and settle, which
- * the pass wakes) serves the events of several commits instead of one
- * each. A lone event, a burst (taken by full passes, which never wait)
- * and a slower stream are fanned out at once.
+ * waits after its wakeup for as long as the stream takes, at its rate over
+ * that window, to bring `GATHER_EVENTS - 1` more (between `GATHER_MIN` and
+ * `GATHER_MAX`), so that one pass (its statement, and downstream the
+ * worker's claim and settle, which the pass wakes) serves the events of
+ * several commits instead of one each. A lone event, a burst (taken by
+ * full passes, which never wait) and a slower stream are fanned out at once.
  *
  * Speeds up: the work per event of a trickle of governed steps, where
  * each event found the passes idle and paid for all of them alone. Server,
  * 200 pending steps/s with their webhooks, alone on two cores, two A/B runs
  * (`npm run bench -- latency`, bench/notes/latency.md, "Gathering under a
- * steady load"): CPU per step, svc and PostgreSQL together, 6 780 → 5 665
- * µs and 6 994 → 5 691 µs (-16 %, -19 %); webhook p95 66.9 → 50 ms and
- * 95.8 → 56.5 ms. The price: up to 5 ms on a webhook's way while the
- * stream lasts.
+ * steady load"): a fixed 5 ms, CPU per step, svc and PostgreSQL together,
+ * 6 780 → 5 665 µs and 6 994 → 5 691 µs (-16 %, -19 %); webhook p95 66.9 →
+ * 50 ms and 95.8 → 56.5 ms. The wait scaled to the stream's rate, for
+ * three more events, against the fixed 5 ms in one run of four
+ * alternating arms ("Passes of a few events"): transactions per step 3.15
+ * → 1.94-2.00; CPU per step, svc and PostgreSQL together, 4 852 → 2 704
+ * and 4 524 → 3 757 µs; webhook p50 9.0-9.4 → 12.4-14.4 ms, p95 19.5-24.1
+ * → 19.6-25.9 ms; at 500/s (a 6 ms wait) the same as before. The price:
+ * up to `GATHER_MAX` on a webhook's way while the stream lasts.
  */
 export const WINDOW = Duration.millis(100)
 export const STEADY_EVENTS = 10
-export const GATHER = Duration.millis(5)
+/** The events a steady stream's pass aims to carry. */
+export const GATHER_EVENTS = 4
+export const GATHER_MIN = Duration.millis(5)
+export const GATHER_MAX = Duration.millis(20)
 
 /** A pass that took events, and when it ended (ms). */
 export interface Pass {
@@ -93,10 +102,17 @@ export const recentPasses = (passes: ReadonlyArray<Pass>, pass: Pass): Array<Pas
   return kept
 }
 
-/** Whether the stream is steady at `now`: its passes took `STEADY_EVENTS` or more in the last `WINDOW`. */
-export const steady = (passes: ReadonlyArray<Pass>, now: number): boolean => {
+/**
+ * How long the next pass lets commits gather at `now`: nothing unless the
+ * stream is steady (its passes took `STEADY_EVENTS` or more in the last
+ * `WINDOW`); else the time its rate over that window takes to bring
+ * `GATHER_EVENTS - 1` more events, within `GATHER_MIN`..`GATHER_MAX`.
+ */
+export const gatherFor = (passes: ReadonlyArray<Pass>, now: number): Duration.Duration | undefined => {
   const since = now - Duration.toMillis(WINDOW)
   let taken = 0
   for (const p of passes) if (p.at > since) taken += p.taken
-  return taken >= STEADY_EVENTS
+  if (taken < STEADY_EVENTS) return undefined
+  const perEvent = Duration.toMillis(WINDOW) / taken
+  return Duration.clamp(Duration.millis((GATHER_EVENTS - 1) * perEvent), { minimum: GATHER_MIN, maximum: GATHER_MAX })
 }

@@ -21,7 +21,7 @@ import { heldPastPass } from "../../outbox/HeldPastPass.ts"
 import { takeEvents } from "../../outbox/Outbox.ts"
 import { SvcConfig } from "../../platform/Config.ts"
 import { BigIntText } from "../../platform/Rows.ts"
-import { FIRST_BATCH, GATHER, nextBatch, type Pass, pauseAfter, recentPasses, steady } from "./DispatchBatches.ts"
+import { FIRST_BATCH, gatherFor, nextBatch, type Pass, pauseAfter, recentPasses } from "./DispatchBatches.ts"
 import { EventBodies } from "./EventBodies.ts"
 import { passWakeups } from "./PassWakeups.ts"
 
@@ -178,7 +178,8 @@ export class Dispatcher extends Context.Service<Dispatcher, {
     const thenGather = (wait: Effect.Effect<void>) =>
       Effect.gen(function*() {
         yield* wait
-        if (steady(passes, yield* Clock.currentTimeMillis)) yield* Effect.sleep(GATHER)
+        const gather = gatherFor(passes, yield* Clock.currentTimeMillis)
+        if (gather !== undefined) yield* Effect.sleep(gather)
       })
     yield* Effect.gen(function*() {
       const size = batch

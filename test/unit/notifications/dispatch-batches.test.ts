@@ -4,21 +4,22 @@
  * finds fewer than it asked for starts the next burst small again. Events
  * held back by an older transaction are asked for again after a pause that
  * grows while nothing is taken and starts over after a pass that took some.
- * Under a stream of 100 events a second or more, the next pass waits a
- * moment for more commits; a lone event or a slower stream never waits.
+ * Under a stream of 100 events a second or more, the next pass waits for
+ * about three more commits at the stream's rate (5 to 20 ms); a lone
+ * event or a slower stream never waits.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import {
   FIRST_BATCH,
   FIRST_PAUSE,
+  gatherFor,
   MAX_BATCH,
   nextBatch,
   nextPause,
   type Pass,
   pauseAfter,
-  recentPasses,
-  steady
+  recentPasses
 } from "../../../src/notifications/dispatch/DispatchBatches.ts"
 
 describe("dispatch batches", () => {
@@ -46,22 +47,25 @@ describe("dispatch batches", () => {
   })
 
   it("a stream of 100 events a second or more gathers before the next pass; slower ones and lone events do not", () => {
-    // One event every `gapMs`, each taken by a pass of its own: is the stream steady after 300 ms of it?
+    // One event every `gapMs`, each taken by a pass of its own: how long does the next pass wait after 300 ms of it?
     const after = (gapMs: number) => {
       let passes: Array<Pass> = []
       for (let at = 0; at <= 300; at += gapMs) passes = recentPasses(passes, { at, taken: 1 })
-      return steady(passes, 300)
+      const gather = gatherFor(passes, 300)
+      return gather === undefined ? undefined : Duration.toMillis(gather)
     }
-    assert.isTrue(after(5), "200 a second")
-    assert.isTrue(after(10), "100 a second")
-    assert.isFalse(after(11), "91 a second")
-    assert.isFalse(after(20), "50 a second")
+    assert.strictEqual(after(1), 5, "1 000 a second: three more come within 3 ms, but the least is 5")
+    assert.strictEqual(after(4), 12, "250 a second: three more in 12 ms")
+    assert.strictEqual(after(5), 15, "200 a second")
+    assert.strictEqual(after(10), 20, "100 a second: 30 ms for three more, but the most is 20")
+    assert.isUndefined(after(11), "91 a second")
+    assert.isUndefined(after(20), "50 a second")
     // Nine events in one pass are not yet a stream; a tenth within 100 ms makes one, until the first pass is 100 ms old.
     const lone = recentPasses([], { at: 1_000, taken: 9 })
-    assert.isFalse(steady(lone, 1_001))
+    assert.isUndefined(gatherFor(lone, 1_001))
     const ten = recentPasses(lone, { at: 1_050, taken: 1 })
-    assert.isTrue(steady(ten, 1_060))
-    assert.isFalse(steady(ten, 1_101), "the first pass is over 100 ms old")
+    assert.isDefined(gatherFor(ten, 1_060))
+    assert.isUndefined(gatherFor(ten, 1_101), "the first pass is over 100 ms old")
     // Passes that took nothing are not kept, and old ones are dropped as new ones come.
     assert.lengthOf(recentPasses(ten, { at: 1_060, taken: 0 }), 2)
     assert.lengthOf(recentPasses(ten, { at: 1_200, taken: 1 }), 1)
