@@ -17,7 +17,7 @@ import { Clock, type Duration, Effect } from "effect"
 import type { DeliveryQueue } from "../DeliveryQueue.ts"
 import type { ClaimAnswer } from "../Leases.ts"
 import { type Claimed, type ClaimOptions, type DeliveryKind, LOGGED_KINDS } from "../Types.ts"
-import { claimLeft, rowsPacedIn, rowsRan, takeLogWanted, takeRowsWanted } from "./ClaimSides.ts"
+import { claimLeft, rowsPacedIn, takeLogWanted, takeRowsWanted } from "./ClaimSides.ts"
 import { FAILING_TARGET_SENDS, type Limits } from "./Limits.ts"
 import type { Settler } from "./Settle.ts"
 import type { WorkerState } from "./State.ts"
@@ -108,10 +108,7 @@ export const makeClaim = (
           taken += second.answer.claimed.length
           left = left || second.left
           rowsAnswer = second.answer.rows
-          rowsRan(state, claimedAt, second.answer.claimed.length)
         }
-      } else if (rowsAnswer.ran) {
-        rowsRan(state, claimedAt, taken)
       }
     }
     // Wanted but not run (paced, or no room left): still owed.
@@ -120,7 +117,7 @@ export const makeClaim = (
     // statement answered now or (not run) last.
     state.nextDue = taken > 0 ? undefined : rowsAnswer.ran ? rowsAnswer.nextDue : state.rowsNextDue
     if (left) state.moreMayBeDue = true
-    claimLeft(state, left, rowsAnswer)
+    claimLeft(state, claimedAt, left, rowsAnswer)
     return taken
   })
 

@@ -84,17 +84,22 @@ export const takeRowsWanted = (state: WorkerState, now: number): boolean => {
 }
 
 /**
- * After a claim: a full one, or one that skipped targets, left rows
- * behind (`left`); the per-row statement's answer when it ran (`rows.nextDue`:
- * when it took nothing, the next due instant; undefined when it took
- * something) stands for the claims after it.
+ * After a claim made at `now` (epoch ms): a full one, or one that skipped
+ * targets, left rows behind (`left`); the per-row statement's answer when
+ * it ran (`rows.nextDue`: when it took nothing, the next due instant;
+ * undefined when it took something) stands for the claims after it, and
+ * paces the per-row statement after a take (`rowsPacedIn`).
  */
 export const claimLeft = (
   state: WorkerState,
+  now: number,
   left: boolean,
   rows: { readonly ran: boolean; readonly nextDue: Option.Option<Date> | undefined }
 ) => {
-  if (rows.ran) state.rowsNextDue = rows.nextDue
+  if (rows.ran) {
+    state.rowsNextDue = rows.nextDue
+    state.rowsEmptyAt = rows.nextDue === undefined ? undefined : now
+  }
   if (left) mayBeAnywhere(state)
 }
 
@@ -104,8 +109,3 @@ export const ROW_CLAIM_EVERY_MS = 100
 /** Whether the per-row statement runs at `now` (epoch ms) after a take that handed out `fromLog` rows. */
 export const rowsPacedIn = (state: WorkerState, now: number, fromLog: number): boolean =>
   fromLog === 0 || state.rowsEmptyAt === undefined || now - state.rowsEmptyAt >= ROW_CLAIM_EVERY_MS
-
-/** The per-row statement ran at `now` and took `found`. */
-export const rowsRan = (state: WorkerState, now: number, found: number) => {
-  state.rowsEmptyAt = found > 0 ? undefined : now
-}

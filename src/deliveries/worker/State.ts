@@ -26,7 +26,7 @@ export const makeState = (admission: Admission<Claimed>) => ({
    * has not run. It stands while `rowsMayHaveMore` is false.
    */
   rowsNextDue: undefined as Option.Option<Date> | undefined,
-  /** When the per-row statement last took nothing (epoch ms), while it has taken nothing since (`ClaimSides.ts`). */
+  /** When the claim whose answer `rowsNextDue` holds ran (epoch ms); undefined with it (`ClaimSides.ts`). */
   rowsEmptyAt: undefined as number | undefined,
   /**
    * When the next delivery becomes claimable, as the last claim answered
